@@ -1,0 +1,88 @@
+"""``create_app(settings)``: the FastAPI application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from dmt_proxy import __version__
+from dmt_proxy.api.errors import install_error_handlers
+from dmt_proxy.api.middleware import RequestMiddleware
+from dmt_proxy.api.routes_chat import router as chat_router
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.pipeline import ChatPipeline
+from dmt_proxy.policy import Policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.registry import ModelRegistry
+
+log = logging.getLogger(__name__)
+
+# Used when the upstream is not litellm (tests with a scripted model): the names
+# litellm accepts as provider prefixes that matter most here.
+_FALLBACK_PROVIDERS = frozenset(
+    {"openai", "azure", "anthropic", "ollama", "hosted_vllm", "gemini", "vertex_ai", "groq",
+     "mistral", "deepseek", "openrouter", "together_ai", "bedrock", "cohere"}
+)  # fmt: skip
+
+
+def create_app(
+    settings: Settings,
+    *,
+    policy: Policy | None = None,
+    upstream: ChatModel | None = None,
+) -> FastAPI:
+    """Build the proxy app. ``upstream`` defaults to litellm; tests pass a fake."""
+    policy = policy or settings.load_policy()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        chat_model = upstream
+        providers = _FALLBACK_PROVIDERS
+        if chat_model is None:
+            from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+
+            chat_model = LiteLLMChatModel()
+            import litellm
+
+            providers = frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+        registry = ModelRegistry(settings, policy, providers)
+        app.state.settings = settings
+        app.state.policy = policy
+        app.state.metrics = metrics
+        app.state.registry = registry
+        app.state.pipeline = ChatPipeline(
+            upstream=chat_model,
+            registry=registry,
+            policy=policy,
+            metrics=metrics,
+            timeout_s=settings.upstream_timeout_s,
+            max_retries=settings.upstream_max_retries,
+        )
+        log.info(
+            "dmt-proxy %s ready (policy %s, mode %s)", __version__, policy.source, policy.mode.value
+        )
+        yield
+
+    app = FastAPI(title="dmt-proxy", version=__version__, lifespan=lifespan)
+    app.add_middleware(RequestMiddleware, metrics=metrics)
+    install_error_handlers(app)
+    app.include_router(chat_router)
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {"status": "ok", "version": __version__, "mode": request.app.state.policy.mode.value}
+        )
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,67 @@
+"""Pure-ASGI middleware: request id, start time, request metrics."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from dmt_proxy.metrics import Metrics
+
+_ROUTES = {"/v1/chat/completions", "/v1/models", "/healthz", "/metrics", "/v1/memories"}
+
+
+class RequestMiddleware:
+    """Gives every request an id (client's ``x-request-id`` if sane) and counts it."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        request_id = (
+            incoming
+            if 0 < len(incoming) <= 128 and incoming.isprintable()
+            else (f"req_{uuid.uuid4().hex}")
+        )
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        state["started"] = started
+        path = scope.get("path", "")
+        route = (
+            path
+            if path in _ROUTES
+            else ("/v1/memories" if path.startswith("/v1/memories/") else "other")
+        )
+        status = 500
+        is_stream = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status, is_stream
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                if not any(k.lower() == b"x-request-id" for k, _ in headers):
+                    headers.append((b"x-request-id", request_id.encode("latin-1")))
+                is_stream = any(
+                    k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                    for k, v in headers
+                )
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            mode = str(state.get("mode", "none"))
+            self.metrics.requests.labels(route, mode, str(status)).inc()
+            self.metrics.request_duration.labels(route, str(is_stream).lower()).observe(
+                time.perf_counter() - started
+            )

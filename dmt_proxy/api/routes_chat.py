@@ -1,0 +1,151 @@
+"""``/v1/chat/completions`` and ``/v1/models``: thin routes over the pipeline."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
+
+from dmt_proxy.api.errors import error_body
+from dmt_proxy.errors import InvalidRequest, PayloadTooLarge, RequestError, UpstreamError
+from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
+from dmt_proxy.pipeline import ChatPipeline, MemoryAccess, RequestContext
+from dmt_proxy.policy import Mode
+
+router = APIRouter()
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """Read the body, refusing more than ``limit`` bytes without buffering the rest."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(
+            f"Request body of {declared} bytes exceeds the limit of {limit} bytes."
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_chat_request(body: bytes) -> ChatCompletionRequest:
+    """Parse and validate a chat request body, raising ``InvalidRequest`` with the param."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InvalidRequest("We could not parse the JSON body of your request.") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    for field, why in UNSUPPORTED_PARAMS.items():
+        if field in data and data[field] is not None:
+            raise InvalidRequest(f"Unsupported parameter '{field}': {why}.", param=field,
+                                 code="unsupported_parameter")  # fmt: skip
+    if "messages" in data and data["messages"] == []:
+        raise InvalidRequest("'messages' must contain at least one message.", param="messages")
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(p) for p in first["loc"]) or None
+        more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+        message = first["msg"].removeprefix("Value error, ")
+        raise InvalidRequest(f"Invalid value for '{param}': {message}{more}", param=param) from None
+
+
+def _enum_header(request: Request, name: str, enum: type[Any], default: Any) -> Any:
+    raw = request.headers.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return enum(raw.strip().lower())
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise InvalidRequest(f"Invalid {name} header '{raw}'; expected one of: {allowed}.",
+                             param=name) from None  # fmt: skip
+
+
+def build_context(request: Request, req: ChatCompletionRequest) -> RequestContext:
+    policy = request.app.state.policy
+    user = request.headers.get("x-dmt-user") or req.user
+    return RequestContext(
+        request_id=request.state.request_id,
+        mode=_enum_header(request, "x-dmt-mode", Mode, policy.mode),
+        memory=_enum_header(request, "x-dmt-memory", MemoryAccess, MemoryAccess.READ_WRITE),
+        user=user.strip() if user and user.strip() else None,
+        started=request.state.started,
+    )
+
+
+def _headers(ctx: RequestContext) -> dict[str, str]:
+    return {
+        **ctx.headers,
+        "x-request-id": ctx.request_id,
+        "x-dmt-mode": ctx.mode.value,
+        "x-dmt-overhead-ms": f"{ctx.overhead_ms():.3f}",
+    }
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    state = request.app.state
+    pipeline: ChatPipeline = state.pipeline
+    body = await read_body(request, state.settings.max_body_bytes)
+    req = parse_chat_request(body)
+    ctx = build_context(request, req)
+    request.state.mode = ctx.mode.value
+    if not req.stream:
+        completion = await pipeline.complete(req, ctx)
+        state.metrics.overhead.labels("false").observe(ctx.overhead_ms() / 1000.0)
+        return JSONResponse(completion, headers=_headers(ctx))
+
+    chunks = pipeline.stream(req, ctx)
+    # Pull the first chunk before answering so an upstream failure is a proper 502/504.
+    try:
+        first = await anext(chunks)
+    except StopAsyncIteration:
+        first = None
+    except BaseException:
+        await chunks.aclose()
+        raise
+    headers = _headers(ctx)
+    state.metrics.overhead.labels("true").observe(ctx.overhead_ms() / 1000.0)
+
+    async def body_iter() -> AsyncIterator[bytes]:
+        try:
+            if first is not None:
+                yield _sse(first)
+            async for chunk in chunks:
+                yield _sse(chunk)
+        except (UpstreamError, RequestError) as exc:
+            # Headers are gone: report the failure in-band, as OpenAI does.
+            yield _sse(error_body(exc.message, exc.error_type, code="upstream_error"))
+            return
+        finally:
+            await chunks.aclose()
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(body_iter(), media_type="text/event-stream", headers=headers)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> JSONResponse:
+    registry = request.app.state.registry
+    created = int(time.time())
+    data = [
+        {"id": name, "object": "model", "created": created, "owned_by": "dmt-proxy"}
+        for name in registry.aliases
+    ]
+    return JSONResponse({"object": "list", "data": data})

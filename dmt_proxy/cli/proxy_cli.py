@@ -1,0 +1,127 @@
+"""``dmt-proxy``: run the proxy and manage the embedded local models.
+
+Every flag can also be set with its ``DMT_*`` environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream import launcher, local_models
+
+
+def _models_arg(names: list[str]) -> list[local_models.LocalModel]:
+    if not names or names == ["all"]:
+        return list(local_models.LOCAL_MODELS.values())
+    return [local_models.get_model(n) for n in names]
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from dmt_proxy.api import create_app
+
+    settings.load_policy()  # fail fast with a clear message before uvicorn starts
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                access_log=False)  # fmt: skip
+    return 0
+
+
+def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
+    models = _models_arg(args.names)
+    if args.action == "pull":
+        for model in models:
+            local_models.pull(settings.cache_dir, model, force=args.force, progress=_print)
+            if args.verify and not local_models.verify(settings.cache_dir, model):
+                raise ConfigError(f"{model.name}: sha256 mismatch on re-check")
+    elif args.action == "start":
+        for model in models:
+            _print(
+                f"{model.name}: starting llama-server on port {launcher.status(settings, model).port}"
+            )
+            st = launcher.start(settings, model, wait_s=args.wait)
+            _print(f"{model.name}: ready (pid {st.pid}) as {model.alias}")
+    elif args.action == "stop":
+        for model in models:
+            stopped = launcher.stop(settings, model)
+            _print(f"{model.name}: {'stopped' if stopped else 'was not running'}")
+    else:
+        _print(f"{'model':<14} {'alias':<20} {'pulled':<7} {'running':<8} {'healthy':<8} port")
+        for model in models:
+            st = launcher.status(settings, model)
+            _print(f"{model.name:<14} {model.alias:<20} {st.pulled!s:<7} {st.running!s:<8} "
+                   f"{st.healthy!s:<8} {st.port}")  # fmt: skip
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from dmt_proxy.cli.demo import run_demo
+
+    return run_demo(settings, args.model, args.question, args.user)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dmt-proxy", description=__doc__)
+    parser.add_argument("--state-dir", type=Path, help="state directory (DMT_STATE_DIR)")
+    parser.add_argument("--cache-dir", type=Path, help="model cache (DMT_CACHE_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the OpenAI-compatible proxy")
+    serve.add_argument("--host", help="bind address (DMT_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
+    serve.add_argument("--policy", dest="policy_file", type=Path,
+                       help="policy YAML (DMT_POLICY_FILE, default policies/default.yaml)")  # fmt: skip
+    serve.set_defaults(func=cmd_serve)
+
+    models = sub.add_parser("models", help="pull, start, stop or list the embedded local models")
+    models.add_argument("action", choices=["pull", "start", "stop", "status"])
+    models.add_argument(
+        "names", nargs="*", help=f"models ({', '.join(local_models.LOCAL_MODELS)}; default all)"
+    )
+    models.add_argument("--force", action="store_true", help="pull: re-assemble even if present")
+    models.add_argument("--verify", action="store_true", help="pull: re-hash the file afterwards")
+    models.add_argument(
+        "--wait", type=float, default=180.0, help="start: seconds to wait for health"
+    )
+    models.set_defaults(func=cmd_models)
+
+    demo = sub.add_parser("demo", help="start the local model and the proxy, send one real request")
+    demo.add_argument("--model", default="qwen2.5-0.5b", help="local model (default qwen2.5-0.5b)")
+    demo.add_argument("--user", default="demo-user", help="memory scope of the request")
+    demo.add_argument(
+        "--question",
+        default="In two sentences: why should an AI agent's long-term memory be audited for bias?",
+    )
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        overrides = {
+            k: getattr(args, k, None)
+            for k in ("state_dir", "cache_dir", "host", "port", "policy_file")
+        }
+        settings = Settings.from_env(**overrides)
+        return int(args.func(args, settings))
+    except ConfigError as exc:
+        print(f"dmt-proxy: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

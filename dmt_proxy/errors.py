@@ -1,0 +1,109 @@
+"""Errors raised below the API layer, each mapped explicitly to one HTTP status.
+
+Exception tree::
+
+    DmtError
+    ├── ConfigError            bad settings or policy file (start-up, not HTTP)
+    ├── RequestError           the client's request is wrong          -> 4xx
+    │   ├── InvalidRequest     400  invalid_request_error
+    │   ├── Unauthorized       401  authentication_error
+    │   ├── NotFound           404  not_found_error
+    │   │   └── ModelNotFound  404  model_not_found
+    │   └── PayloadTooLarge    413  request_too_large
+    └── UpstreamError          the upstream model failed                -> 502
+        ├── UpstreamTimeout    504
+        └── UpstreamRejected   upstream answered 4xx; its status is kept
+
+Anything else that escapes is a bug: the API logs it and answers 500 without
+details. A ``ValueError`` is never turned into a 400 by accident.
+"""
+
+from __future__ import annotations
+
+
+class DmtError(Exception):
+    """Base of every error dmt-proxy raises on purpose."""
+
+
+class ConfigError(DmtError):
+    """Settings, policy or model configuration is invalid; raised at start-up."""
+
+
+class RequestError(DmtError):
+    """The client's request cannot be served as sent."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+class InvalidRequest(RequestError):
+    """Malformed or unsupported request content (400)."""
+
+
+class Unauthorized(RequestError):
+    """Missing or wrong credentials (401)."""
+
+    status_code = 401
+    error_type = "authentication_error"
+
+
+class NotFound(RequestError):
+    """The addressed resource does not exist (404)."""
+
+    status_code = 404
+    error_type = "not_found_error"
+
+
+class ModelNotFound(NotFound):
+    """The requested model is neither a configured alias nor a provider model (404)."""
+
+    error_type = "invalid_request_error"
+
+    def __init__(self, model: str, known: list[str]):
+        super().__init__(
+            f"The model '{model}' does not exist or is not served by this proxy. "
+            f"Known aliases: {', '.join(known) or 'none'}; other models must be litellm "
+            "names with a provider prefix (for example 'openai/gpt-4o-mini').",
+            param="model",
+            code="model_not_found",
+        )
+
+
+class PayloadTooLarge(RequestError):
+    """Request body larger than the configured limit (413)."""
+
+    status_code = 413
+    error_type = "invalid_request_error"
+
+
+class UpstreamError(DmtError):
+    """The upstream model could not produce an answer (502)."""
+
+    status_code = 502
+    error_type = "upstream_error"
+
+    def __init__(self, message: str, *, upstream: str, status_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.upstream = upstream
+        if status_code is not None:
+            self.status_code = status_code
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream did not answer in time (504)."""
+
+    status_code = 504
+    error_type = "upstream_timeout"
+
+
+class UpstreamRejected(UpstreamError):
+    """The upstream refused the request with a 4xx; the status is passed on."""
+
+    error_type = "invalid_request_error"

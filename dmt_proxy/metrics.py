@@ -1,0 +1,93 @@
+"""Every Prometheus collector dmt-proxy exports, on one registry per app instance.
+
+Label sets are bounded on purpose: no user ids, request ids or free-form model
+names. ``model_kind`` is one of local/alias/provider; ``bias_type`` is one of the
+nine DIB domains or ``other``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+)
+_OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class Metrics:
+    """The metrics catalogue (documented in the README, section "Metrics")."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "dmt_requests", "HTTP requests handled, by route, mitigation mode and status code.",
+            ["route", "mode", "status"], registry=r,
+        )  # fmt: skip
+        self.request_duration = Histogram(
+            "dmt_request_duration_seconds", "Wall time of a request as the client sees it.",
+            ["route", "stream"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.upstream_duration = Histogram(
+            "dmt_upstream_duration_seconds", "Time spent waiting for the upstream model.",
+            ["model_kind", "stream"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.upstream_errors = Counter(
+            "dmt_upstream_errors", "Upstream failures, by kind (error, timeout, rejected).",
+            ["model_kind", "kind"], registry=r,
+        )  # fmt: skip
+        self.overhead = Histogram(
+            "dmt_proxy_overhead_seconds", "Time spent inside the proxy, excluding the upstream.",
+            ["stream"], buckets=_OVERHEAD_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.retrieval_duration = Histogram(
+            "dmt_memory_retrieval_duration_seconds", "Memory search time per request, by backend.",
+            ["backend"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.memory_skipped = Counter(
+            "dmt_memory_skipped", "Requests served without memory, by reason.",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self.memory_writes = Counter(
+            "dmt_memory_writes", "Memory writes, by backend and outcome (stored, retried, failed, dropped, quarantined).",
+            ["backend", "outcome"], registry=r,
+        )  # fmt: skip
+        self.audits = Counter(
+            "dmt_audits", "Auditor verdicts, by outcome (clean, tagged, failed, skipped).",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.tags = Counter(
+            "dmt_tags", "Memories whose bias score reached tau, by bias type and action taken.",
+            ["bias_type", "action"], registry=r,
+        )  # fmt: skip
+        self.audit_duration = Histogram(
+            "dmt_audit_duration_seconds", "Auditor LLM call time per memory write.",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.outbox_depth = Gauge(
+            "dmt_outbox_depth", "Memory writes acknowledged but not yet stored.", registry=r,
+        )  # fmt: skip
+        self.outbox_oldest_age = Gauge(
+            "dmt_outbox_oldest_pending_age_seconds", "Age of the oldest pending memory write.",
+            registry=r,
+        )  # fmt: skip
+        self.first_stage = Counter(
+            "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
+            ["decision"], registry=r,
+        )  # fmt: skip

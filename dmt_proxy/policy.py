@@ -1,0 +1,164 @@
+"""The policy: mitigation mode, thresholds, actions, models and prompt versions.
+
+Loaded from YAML, validated against ``policies/policy.schema.json`` (so a bad file
+fails at start-up with the offending path), then parsed into typed models.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.resources import data_dir
+
+DOMAINS: tuple[str, ...] = (
+    "race",
+    "gender",
+    "ses",
+    "age",
+    "nationality",
+    "religion",
+    "orientation",
+    "disability",
+    "appearance",
+)
+"""The nine DIB bias domains, in the paper's Table 1 order."""
+
+
+class Mode(str, Enum):
+    """Mitigation mode for a request."""
+
+    OFF = "off"
+    SSP = "ssp"
+    DMT = "dmt"
+    SSP_DMT = "ssp+dmt"
+
+    @property
+    def uses_ssp(self) -> bool:
+        return self in (Mode.SSP, Mode.SSP_DMT)
+
+    @property
+    def uses_dmt(self) -> bool:
+        return self in (Mode.DMT, Mode.SSP_DMT)
+
+
+class TagAction(str, Enum):
+    """What happens to a memory whose bias score reaches tau."""
+
+    TAG = "tag"
+    QUARANTINE = "quarantine"
+    DROP = "drop"
+
+
+class ModelAlias(BaseModel):
+    """An extra model alias routed through litellm."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+class MemoryPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    backend: str = "mem0"
+    top_k: int = 5
+    min_score: float | None = None
+
+
+class AuditPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tau: float = 0.5
+    tau_per_domain: dict[str, float] = Field(default_factory=dict)
+    action: TagAction = TagAction.TAG
+    action_per_domain: dict[str, TagAction] = Field(default_factory=dict)
+    auditor_model: str = "local/qwen2.5-1.5b"
+    auditor_prompt: str = "auditor_v1"
+    ssp_prompt: str = "ssp_v1"
+    dmt_prompt: str = "dmt_render_v1"
+    first_stage: str = "off"
+    first_stage_threshold: float | None = None
+    timeout_s: float = 120.0
+    max_attempts: int = 8
+
+    def tau_for(self, domain: str) -> float:
+        """Threshold for ``domain``: the per-domain value if set, else the global tau."""
+        return self.tau_per_domain.get(domain, self.tau)
+
+    def action_for(self, domain: str) -> TagAction:
+        """Action for a tagged memory of ``domain``."""
+        return self.action_per_domain.get(domain, self.action)
+
+
+class Policy(BaseModel):
+    """A validated policy file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: int = 1
+    name: str = "default"
+    mode: Mode = Mode.DMT
+    default_model: str = "local/qwen2.5-0.5b"
+    models: dict[str, ModelAlias] = Field(default_factory=dict)
+    memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
+    audit: AuditPolicy = Field(default_factory=AuditPolicy)
+    source: str | None = None
+
+
+def policy_schema() -> dict[str, Any]:
+    """The JSON schema every policy file must satisfy."""
+    schema: dict[str, Any] = json.loads(
+        (data_dir("policies") / "policy.schema.json").read_text(encoding="utf-8")
+    )
+    return schema
+
+
+def default_policy_path() -> Path:
+    return data_dir("policies") / "default.yaml"
+
+
+def _unfold_yaml_off(raw: dict[str, Any]) -> dict[str, Any]:
+    """YAML 1.1 reads a bare ``off`` as ``False``; in these fields it means the string."""
+    raw = dict(raw)
+    if raw.get("mode") is False:
+        raw["mode"] = "off"
+    audit = raw.get("audit")
+    if isinstance(audit, dict) and audit.get("first_stage") is False:
+        raw["audit"] = {**audit, "first_stage": "off"}
+    return raw
+
+
+def parse_policy(raw: Any, *, source: str = "<memory>") -> Policy:
+    """Validate ``raw`` (parsed YAML) and return the typed policy."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"policy {source}: expected a mapping at the top level")
+    raw = _unfold_yaml_off(raw)
+    validator = jsonschema.Draft202012Validator(policy_schema())
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [
+            f"  at '{'/'.join(str(p) for p in e.absolute_path) or '<root>'}': {e.message}"
+            for e in errors
+        ]
+        raise ConfigError(f"policy {source} is invalid:\n" + "\n".join(lines))
+    return Policy.model_validate({**raw, "source": source})
+
+
+def load_policy(path: Path | None = None) -> Policy:
+    """Load and validate a policy file (default: ``policies/default.yaml``)."""
+    path = path or default_policy_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read policy file {path}: {exc.strerror or exc}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"policy file {path} is not valid YAML: {exc}") from exc
+    return parse_policy(raw, source=str(path))

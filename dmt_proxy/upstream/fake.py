@@ -1,0 +1,90 @@
+"""A scripted chat model shipped for tests and demos. It is not a language model.
+
+``ScriptedChatModel`` answers from a list of replies (or a function of the call),
+records every call it receives (so tests can assert what the proxy sent
+upstream), and can raise a given error to exercise failure paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from dmt_proxy.upstream.base import UpstreamCall
+
+Reply = str | BaseException
+
+
+class ScriptedChatModel:
+    """Replies with scripted text; the last reply repeats once the script runs out."""
+
+    def __init__(
+        self,
+        replies: Sequence[Reply] | Callable[[UpstreamCall], Reply] = ("ok",),
+        *,
+        delay_s: float = 0.0,
+    ) -> None:
+        self._replies = replies
+        self._delay_s = delay_s
+        self.calls: list[UpstreamCall] = []
+
+    def _next(self, call: UpstreamCall) -> str:
+        self.calls.append(call)
+        if callable(self._replies):
+            reply = self._replies(call)
+        else:
+            index = min(len(self.calls) - 1, len(self._replies) - 1)
+            reply = self._replies[index]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    async def complete(self, call: UpstreamCall) -> dict[str, Any]:
+        text = self._next(call)
+        if self._delay_s:
+            await asyncio.sleep(self._delay_s)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": call.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": 0,
+                "completion_tokens": len(text.split()),
+                "total_tokens": 0,
+            },
+        }
+
+    async def stream(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+        text = self._next(call)
+        ident = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        created = int(time.time())
+        words = text.split(" ")
+        for i, word in enumerate(words):
+            if self._delay_s:
+                await asyncio.sleep(self._delay_s / max(len(words), 1))
+            piece = word if i == 0 else " " + word
+            yield {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": call.model,
+                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+            }
+        yield {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": call.model,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        }
