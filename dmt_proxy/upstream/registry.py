@@ -45,6 +45,14 @@ def local_api_base(settings: Settings, name: str) -> str:
     return f"http://{settings.models_host}:{local_model_port(settings, name)}/v1"
 
 
+def _alias_key(env_name: str | None, api_base: str | None) -> str | None:
+    if env_name:
+        return os.environ.get(env_name)
+    # A self-hosted OpenAI-compatible server usually needs no key, but the client
+    # library insists on one being present.
+    return "unused" if api_base else None
+
+
 class ModelRegistry:
     """Maps client-facing model names to litellm routes."""
 
@@ -65,7 +73,7 @@ class ModelRegistry:
                 name=alias,
                 litellm_model=spec.model,
                 api_base=spec.api_base,
-                api_key=os.environ.get(spec.api_key_env) if spec.api_key_env else None,
+                api_key=_alias_key(spec.api_key_env, spec.api_base),
                 kind="alias",
             )
         self.default_model = policy.default_model

@@ -164,3 +164,25 @@ def test_no_connection_leaves_the_machine(
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert "ATTEMPTS=[]" in out.stdout, out.stdout[-2000:]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_litellm_client_path(
+    proxy_factory: Callable[..., ProxyProcess], local_model_base_url: Callable[[str], str],
+    stream: bool,
+) -> None:  # fmt: skip
+    """With DMT_UPSTREAM_CLIENT=litellm every call goes through litellm, as for hosted providers."""
+    local_model_base_url("smollm2")
+    proxy = proxy_factory(env={"DMT_UPSTREAM_CLIENT": "litellm"})
+    client = OpenAI(base_url=proxy.base_url, api_key="unused")
+    kwargs = {"model": "local/smollm2", "max_tokens": 16, "temperature": 0,
+              "messages": [{"role": "user", "content": "Say hello."}]}  # fmt: skip
+    if stream:
+        text = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(**kwargs, stream=True)  # type: ignore[call-overload]
+            if c.choices
+        )
+    else:
+        text = client.chat.completions.create(**kwargs).choices[0].message.content or ""  # type: ignore[call-overload]
+    assert text.strip()

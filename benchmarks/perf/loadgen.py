@@ -1,0 +1,120 @@
+"""A small closed-loop HTTP load generator for OpenAI-compatible chat endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    target: str
+    concurrency: int
+    stream: bool
+    requests: int
+    errors: int
+    seconds: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    ttfb_p50_ms: float | None
+    ttfb_p99_ms: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in [0, 100]); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100.0 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+async def run_load(
+    *,
+    target: str,
+    url: str,
+    model: str,
+    concurrency: int,
+    requests: int,
+    stream: bool,
+    headers: dict[str, str] | None = None,
+    warmup: int = 20,
+) -> LoadResult:
+    """Send ``requests`` chat requests with ``concurrency`` in flight; latency per request."""
+    body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "stream": stream}
+    latencies: list[float] = []
+    ttfbs: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=60.0, headers=headers or {}) as client:
+
+        async def one(record: bool) -> None:
+            nonlocal errors
+            t0 = time.perf_counter()
+            try:
+                if stream:
+                    async with client.stream("POST", url, json=body) as resp:
+                        first: float | None = None
+                        async for _ in resp.aiter_raw():
+                            if first is None:
+                                first = time.perf_counter() - t0
+                        ok = resp.status_code == 200
+                else:
+                    resp = await client.post(url, json=body)
+                    first = None
+                    ok = resp.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+                first = None
+            elapsed = time.perf_counter() - t0
+            if not record:
+                return
+            if not ok:
+                errors += 1
+                return
+            latencies.append(elapsed * 1000)
+            if first is not None:
+                ttfbs.append(first * 1000)
+
+        await asyncio.gather(*(one(False) for _ in range(min(warmup, requests))))
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(requests):
+            queue.put_nowait(i)
+
+        async def worker() -> None:
+            while True:
+                try:
+                    queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await one(True)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        seconds = time.perf_counter() - started
+    return LoadResult(
+        target=target,
+        concurrency=concurrency,
+        stream=stream,
+        requests=requests,
+        errors=errors,
+        seconds=seconds,
+        p50_ms=percentile(latencies, 50),
+        p95_ms=percentile(latencies, 95),
+        p99_ms=percentile(latencies, 99),
+        ttfb_p50_ms=percentile(ttfbs, 50) if ttfbs else None,
+        ttfb_p99_ms=percentile(ttfbs, 99) if ttfbs else None,
+    )
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")

@@ -1,0 +1,178 @@
+"""Passthrough overhead: dmt-proxy vs the LiteLLM proxy vs calling the upstream directly.
+
+All three sit in front of the same instant fake upstream (dmt_proxy.upstream.
+fake_server, which answers without any model), so the latency differences are
+the proxies' own cost. dmt-proxy runs with memory off (``X-DMT-Memory: off``,
+mode ``off``): plain passthrough, like the LiteLLM proxy configured with one
+model and no callbacks. Everything (fake upstream, proxy, load generator) shares
+this machine's cores, so the numbers include that contention for every target.
+
+Run:  python benchmarks/perf/overhead.py [--concurrency 1,16,64] [--requests 400]
+Writes benchmarks/results/proxy_overhead.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _procs import free_port, python, start, stop
+from loadgen import LoadResult, run_load
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def write_configs(tmp: Path, upstream_port: int) -> tuple[Path, Path]:
+    policy = tmp / "policy.yaml"
+    policy.write_text(
+        "version: 1\nmode: 'off'\ndefault_model: fast\n"
+        f"models:\n  fast:\n    model: openai/fast\n    api_base: http://127.0.0.1:{upstream_port}/v1\n"
+    )
+    litellm_cfg = tmp / "litellm.yaml"
+    litellm_cfg.write_text(
+        "model_list:\n  - model_name: fast\n    litellm_params:\n      model: openai/fast\n"
+        f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: fake\n"
+        "litellm_settings:\n  telemetry: false\n  success_callback: []\n  failure_callback: []\n"
+    )
+    return policy, litellm_cfg
+
+
+def run(concurrency: list[int], requests: int, streams: list[bool]) -> dict[str, object]:
+    tmp = Path(tempfile.mkdtemp(prefix="dmt-overhead-"))
+    up_port, dmt_port, lite_port = free_port(), free_port(), free_port()
+    policy, litellm_cfg = write_configs(tmp, up_port)
+    env = {
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+        # Plain passthrough on both sides: neither proxy authenticates in this run.
+        "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true",
+    }
+    procs = []
+    try:
+        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(up_port)],
+                           f"http://127.0.0.1:{up_port}/health", tmp / "upstream.log"))  # fmt: skip
+        procs.append(start(
+            [python(), "-m", "dmt_proxy.cli.proxy_cli", "serve", "--port", str(dmt_port),
+             "--policy", str(policy)],
+            f"http://127.0.0.1:{dmt_port}/healthz", tmp / "dmt.log",
+            env={**env, "DMT_STATE_DIR": str(tmp / "state"), "DMT_LOG_LEVEL": "warning"},
+        ))  # fmt: skip
+        litellm_bin = str(Path(sys.executable).parent / "litellm")
+        procs.append(start(
+            [litellm_bin, "--config", str(litellm_cfg), "--port", str(lite_port),
+             "--host", "127.0.0.1", "--num_workers", "1"],
+            f"http://127.0.0.1:{lite_port}/health/liveliness", tmp / "litellm.log", env=env,
+            timeout_s=240,
+        ))  # fmt: skip
+        targets = {
+            "direct": (f"http://127.0.0.1:{up_port}/v1/chat/completions", {}),
+            "dmt-proxy": (
+                f"http://127.0.0.1:{dmt_port}/v1/chat/completions",
+                {"x-dmt-memory": "off", "x-dmt-mode": "off"},
+            ),
+            "litellm-proxy": (
+                f"http://127.0.0.1:{lite_port}/v1/chat/completions",
+                {"authorization": "Bearer sk-none"},
+            ),
+        }
+        results: list[LoadResult] = []
+        for stream in streams:
+            for c in concurrency:
+                for name, (url, headers) in targets.items():
+                    res = asyncio.run(run_load(target=name, url=url, model="fast", concurrency=c,
+                                               requests=requests, stream=stream, headers=headers))  # fmt: skip
+                    print(f"{name:14} c={c:<4} stream={stream!s:5} p50={res.p50_ms:7.2f} "
+                          f"p95={res.p95_ms:7.2f} p99={res.p99_ms:7.2f} ms errors={res.errors}",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                    results.append(res)
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+    return {
+        "benchmark": "proxy_overhead",
+        "version": 1,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "requests_per_cell": requests,
+        "results": [r.as_dict() for r in results],
+    }
+
+
+def markdown(data: dict[str, object]) -> str:
+    rows = data["results"]
+    assert isinstance(rows, list)
+    by_key = {(r["stream"], r["concurrency"], r["target"]): r for r in rows}
+    lines = [
+        "# Proxy passthrough overhead (benchmark `proxy_overhead` v1)",
+        "",
+        f"Measured {data['when']} on {data['machine']}; {data['requests_per_cell']} requests per "
+        "cell after 20 warm-up requests. Upstream: the instant fake OpenAI-compatible server "
+        "(`dmt_proxy.upstream.fake_server`, no model). dmt-proxy with memory and mitigation off; "
+        "LiteLLM proxy with one model, no callbacks, 1 worker. Overhead = target percentile − direct "
+        "percentile at the same concurrency. Load generator, proxies and upstream share the machine.",
+        "",
+        "Rerun: `python benchmarks/perf/overhead.py`",
+        "",
+        "| stream | conc. | direct p50/p95/p99 ms | dmt-proxy p50/p95/p99 ms | LiteLLM p50/p95/p99 ms "
+        "| dmt overhead p50/p99 | LiteLLM overhead p50/p99 | dmt p50 overhead ÷ LiteLLM's |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (stream, c, target), r in sorted(by_key.items()):
+        if target != "direct":
+            continue
+        d, o, lt = r, by_key[(stream, c, "dmt-proxy")], by_key[(stream, c, "litellm-proxy")]
+        od50, od99 = o["p50_ms"] - d["p50_ms"], o["p99_ms"] - d["p99_ms"]
+        ol50, ol99 = lt["p50_ms"] - d["p50_ms"], lt["p99_ms"] - d["p99_ms"]
+        ratio = od50 / ol50 if ol50 > 0 else float("nan")
+        fmt = lambda x: f"{x['p50_ms']:.2f} / {x['p95_ms']:.2f} / {x['p99_ms']:.2f}"  # noqa: E731
+        lines.append(
+            f"| {stream} | {c} | {fmt(d)} | {fmt(o)} | {fmt(lt)} | {od50:.2f} / {od99:.2f} "
+            f"| {ol50:.2f} / {ol99:.2f} | {ratio:.2f} |"
+        )
+    errors = sum(int(r["errors"]) for r in rows)
+    lines += ["", f"Errors across all cells: {errors}."]
+    stream_rows = [r for r in rows if r["stream"] and r["ttfb_p50_ms"] is not None]
+    if stream_rows:
+        lines += ["", "Time to first byte (streams), p50 / p99 ms:", "",
+                  "| conc. | target | TTFB p50 | TTFB p99 |", "|---|---|---|---|"]  # fmt: skip
+        for r in sorted(stream_rows, key=lambda r: (r["concurrency"], r["target"])):
+            lines.append(f"| {r['concurrency']} | {r['target']} | {r['ttfb_p50_ms']:.2f} | "
+                         f"{r['ttfb_p99_ms']:.2f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--stream", default="false,true", help="false,true | false | true")
+    parser.add_argument("--out", type=Path, default=RESULTS / "proxy_overhead")
+    args = parser.parse_args()
+    data = run(
+        [int(c) for c in args.concurrency.split(",")],
+        args.requests,
+        [s.strip() == "true" for s in args.stream.split(",")],
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(data))
+    print(markdown(data))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""A minimal OpenAI-compatible upstream that answers instantly. It is not a model.
+
+For isolating measurements (proxy overhead without model time) and for fault
+tests. Behaviour per request can be steered with the ``x-fake-*`` request
+headers or process-wide with ``FakeUpstreamConfig``:
+
+* ``delay_s``: sleep before answering;
+* ``fail_status``: answer with this HTTP status and an OpenAI error body;
+* ``truncate``: streams stop after the first chunk without ``[DONE]``.
+
+Run it: ``python -m dmt_proxy.upstream.fake_server --port 9100``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+ANSWER = "This is a canned answer from the fake upstream."
+
+
+@dataclass
+class FakeUpstreamConfig:
+    delay_s: float = 0.0
+    fail_status: int | None = None
+    truncate: bool = False
+    stream_chunks: int = 8
+
+
+def _completion(model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ANSWER},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 9, "total_tokens": 19},
+    }
+
+
+def _chunk(model: str, text: str | None, finish: str | None = None) -> bytes:
+    delta = {"content": text} if text is not None else {}
+    payload = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
+    """The fake upstream as an ASGI app."""
+    cfg = config or FakeUpstreamConfig()
+    stats = {"requests": 0}
+
+    async def chat(request: Request) -> Response:
+        stats["requests"] += 1
+        body = await request.json()
+        model = str(body.get("model", "fake"))
+        delay = float(request.headers.get("x-fake-delay-s", cfg.delay_s))
+        fail = request.headers.get("x-fake-fail-status") or cfg.fail_status
+        truncate = request.headers.get("x-fake-truncate", str(cfg.truncate)).lower() == "true"
+        if delay:
+            await asyncio.sleep(delay)
+        if fail:
+            status = int(fail)
+            return JSONResponse(
+                {"error": {"message": f"fake upstream failure {status}", "type": "server_error",
+                           "param": None, "code": None}},
+                status_code=status,
+            )  # fmt: skip
+        if not body.get("stream"):
+            return JSONResponse(_completion(model))
+        words = ANSWER.split(" ")
+        per_chunk = max(1, len(words) // max(cfg.stream_chunks, 1))
+
+        async def events() -> AsyncIterator[bytes]:
+            for i in range(0, len(words), per_chunk):
+                piece = " ".join(words[i : i + per_chunk])
+                yield _chunk(model, piece if i == 0 else " " + piece)
+                if truncate:
+                    return
+            yield _chunk(model, None, "stop")
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def models(_: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok", **stats})
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models),
+            Route("/health", health),
+        ]
+    )
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--delay-s", type=float, default=0.0)
+    args = parser.parse_args()
+    app = create_fake_upstream(FakeUpstreamConfig(delay_s=args.delay_s))
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
