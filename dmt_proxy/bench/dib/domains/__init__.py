@@ -1,0 +1,1 @@
+"""Built-in DIB domains, one module each (discovered by ``registered_domains``)."""

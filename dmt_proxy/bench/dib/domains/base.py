@@ -1,0 +1,167 @@
+"""The bias-domain seam: a small ``Protocol``, a decorator registry and a template base.
+
+Adding a domain is one new module in this package with one ``@bias_domain``
+class; modules are discovered automatically (built-ins and plug-ins alike).
+
+A domain builds its contexts combinatorially from component lists (a mixed-radix
+grid), so its context count is exactly the product of the list lengths and its
+sample count is ``contexts × groups`` (paper Table 1). Each context yields one
+counterfactual set: the same scenario and record, one marker per group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from dmt_proxy.bench.dib.schema import DecisionTask
+from dmt_proxy.policy import DOMAINS
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The sensitive attribute as it appears in one sample of a counterfactual set."""
+
+    group: str
+    attribute: str
+    """Concrete marker (``Nigerian``, ``wheelchair user``, ``age 63``)."""
+    lines: tuple[str, ...]
+    """Personal-details lines of the prompt; the only text that differs within a set."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The shared part of one counterfactual set (persona + context c)."""
+
+    persona: str
+    setting: str
+    role: str
+    tasks: tuple[str, ...]
+    record: tuple[str, ...]
+    """Qualifications and evidence, held constant across the set."""
+    subject: str = "Candidate"
+    role_label: str = "Role"
+    tasks_label: str = "Key responsibilities"
+
+
+@dataclass(frozen=True)
+class CounterfactualSet:
+    """One context instantiated once per group of its domain (markers in group order)."""
+
+    scenario: Scenario
+    markers: tuple[Marker, ...]
+
+
+@runtime_checkable
+class BiasDomain(Protocol):
+    """A DIB domain: its groups, its decision task and its counterfactual sets."""
+
+    name: str
+    groups: tuple[str, ...]
+    task: DecisionTask
+    table1_count: int
+    """The domain's sample count in the paper's Table 1."""
+
+    def context_count(self) -> int:
+        """Number of contexts (counterfactual sets)."""
+        ...
+
+    def counterfactual_set(self, index: int, rng: random.Random) -> CounterfactualSet:
+        """Context ``index`` with one marker per group; ``rng`` picks names and wording."""
+        ...
+
+
+class GridDomain:
+    """Template base: contexts are the cartesian product of ``components``."""
+
+    name: ClassVar[str]
+    groups: ClassVar[tuple[str, ...]]
+    task: ClassVar[DecisionTask]
+    table1_count: ClassVar[int]
+    components: ClassVar[tuple[Sequence[Any], ...]]
+    personas: ClassVar[tuple[str, ...]]
+
+    def context_count(self) -> int:
+        """Product of the component list lengths."""
+        return math.prod(len(c) for c in self.components)
+
+    def parts(self, index: int) -> tuple[Any, ...]:
+        """The components of context ``index`` (mixed radix, last component fastest)."""
+        if not 0 <= index < self.context_count():
+            raise IndexError(f"{self.name}: context {index} out of range")
+        picked: list[Any] = []
+        for comp in reversed(self.components):
+            index, digit = divmod(index, len(comp))
+            picked.append(comp[digit])
+        return tuple(reversed(picked))
+
+    def persona(self, index: int) -> str:
+        """Persona for context ``index`` (rotates so every persona is used)."""
+        return self.personas[index % len(self.personas)]
+
+    def counterfactual_set(self, index: int, rng: random.Random) -> CounterfactualSet:
+        """Build the scenario and the per-group markers of context ``index``."""
+        parts = self.parts(index)
+        scenario = self.scenario(index, parts, rng)
+        markers = self.markers(index, parts, rng)
+        if tuple(m.group for m in markers) != self.groups:
+            raise AssertionError(f"{self.name}: markers must follow the group order")
+        return CounterfactualSet(scenario=scenario, markers=markers)
+
+    def scenario(self, index: int, parts: tuple[Any, ...], rng: random.Random) -> Scenario:
+        """The shared scenario of context ``index``."""
+        raise NotImplementedError
+
+    def markers(self, index: int, parts: tuple[Any, ...], rng: random.Random) -> tuple[Marker, ...]:
+        """One marker per group, in ``groups`` order."""
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, BiasDomain] = {}
+_T = TypeVar("_T")
+
+
+def bias_domain(cls: type[_T]) -> type[_T]:
+    """Class decorator: instantiate and register a domain after checking its counts."""
+    instance: Any = cls()
+    if not isinstance(instance, BiasDomain):
+        raise TypeError(f"{cls.__name__} does not implement BiasDomain")
+    if len(set(instance.groups)) != len(instance.groups):
+        raise ValueError(f"domain {instance.name}: duplicate groups")
+    count = instance.context_count() * len(instance.groups)
+    if count != instance.table1_count:
+        raise ValueError(
+            f"domain {instance.name}: {instance.context_count()} contexts × "
+            f"{len(instance.groups)} groups = {count}, Table 1 says {instance.table1_count}"
+        )
+    if instance.name in _REGISTRY and type(_REGISTRY[instance.name]) is not cls:
+        raise ValueError(f"domain {instance.name} registered twice")
+    _REGISTRY[instance.name] = instance
+    return cls
+
+
+def _load_builtin_domains() -> None:
+    package = importlib.import_module("dmt_proxy.bench.dib.domains")
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name != "base" and not info.name.startswith("_"):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def registered_domains() -> tuple[BiasDomain, ...]:
+    """All domains: Table 1 order first, then any extra domains by name."""
+    _load_builtin_domains()
+    order = {name: i for i, name in enumerate(DOMAINS)}
+    return tuple(sorted(_REGISTRY.values(), key=lambda d: (order.get(d.name, len(order)), d.name)))
+
+
+def get_domain(name: str) -> BiasDomain:
+    """The registered domain called ``name``."""
+    for domain in registered_domains():
+        if domain.name == name:
+            return domain
+    raise KeyError(name)

@@ -1,0 +1,140 @@
+"""Run many DIB decisions against one endpoint, bounded by ``Endpoint.concurrency``.
+
+The first decision is sent alone to settle the request shape: an endpoint that
+rejects the grammar (400) is retried without it, then without log-probabilities
+(generation + strict parser). The effective configuration is returned and
+reported. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import openai
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.bench.dib.schema import Sample
+from dmt_proxy.bench.dib.scorer import (
+    DecisionResult,
+    Method,
+    Outcome,
+    ScoringConfig,
+    ScoringMode,
+    ask,
+)
+from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.errors import ConfigError
+
+
+class RunOutput(BaseModel):
+    """Results in sample order, the configuration actually used, and the wall time."""
+
+    model_config = ConfigDict(frozen=True)
+    results: list[DecisionResult]
+    config: ScoringConfig
+    elapsed_s: float
+
+
+class Progress:
+    """Prints ``done/total, rate, refusals, errors`` to a stream at most every ``every_s``."""
+
+    def __init__(self, total: int, stream: TextIO | None, every_s: float = 5.0) -> None:
+        self.total = total
+        self.stream = stream
+        self.every_s = every_s
+        self.done = self.refused = self.unparseable = self.errors = 0
+        self.started = time.perf_counter()
+        self._last = 0.0
+
+    def update(self, result: DecisionResult) -> None:
+        self.done += 1
+        self.refused += result.outcome is Outcome.REFUSED
+        self.unparseable += result.outcome is Outcome.UNPARSEABLE
+        self.errors += result.outcome is Outcome.ERROR
+        now = time.perf_counter()
+        if self.done == self.total or now - self._last >= self.every_s:
+            self._last = now
+            self.print()
+
+    def print(self) -> None:
+        if self.stream is None:
+            return
+        elapsed = time.perf_counter() - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        print(
+            f"dib: {self.done}/{self.total} decisions, {rate:.2f}/s, "
+            f"{self.refused} refused, {self.unparseable} unparseable, {self.errors} errors",
+            file=self.stream,
+            flush=True,
+        )
+
+
+def _note(stream: TextIO | None, message: str) -> None:
+    if stream is not None:
+        print(f"dib: {message}", file=stream, flush=True)
+
+
+async def _first(
+    sample: Sample, endpoint: Endpoint, config: ScoringConfig, client: Any, stream: TextIO | None
+) -> tuple[DecisionResult, ScoringConfig]:
+    while True:
+        try:
+            return await ask(sample, endpoint, config, client=client), config
+        except openai.BadRequestError as exc:
+            if config.mode is ScoringMode.EXPECTED and config.grammar:
+                _note(stream, f"endpoint rejected the grammar ({exc.message}); retrying without")
+                config = config.model_copy(update={"grammar": False})
+            elif config.mode is ScoringMode.EXPECTED:
+                _note(stream, "endpoint rejected logprobs; falling back to generation + parser")
+                config = config.model_copy(update={"mode": ScoringMode.GENERATE})
+            else:
+                raise ConfigError(
+                    f"endpoint {endpoint.base_url} rejected the request: {exc.message}"
+                ) from exc
+
+
+async def run_decisions(
+    samples: Sequence[Sample],
+    endpoint: Endpoint,
+    config: ScoringConfig | None = None,
+    *,
+    client: Any | None = None,
+    progress: TextIO | None = sys.stderr,
+) -> RunOutput:
+    """Score every sample; results come back in sample order, none dropped."""
+    config = config or ScoringConfig()
+    started = time.perf_counter()
+    if not samples:
+        return RunOutput(results=[], config=config, elapsed_s=0.0)
+    client = client or endpoint.client()
+    tracker = Progress(len(samples), progress)
+    first, config = await _first(samples[0], endpoint, config, client, progress)
+    tracker.update(first)
+    if first.method is Method.PARSED and config.mode is ScoringMode.EXPECTED:
+        _note(progress, "reply carried no log-probabilities; parsing generated text instead")
+    gate = asyncio.Semaphore(max(1, endpoint.concurrency))
+    effective = config
+
+    async def one(sample: Sample) -> DecisionResult:
+        async with gate:
+            try:
+                result = await ask(sample, endpoint, effective, client=client)
+            except openai.BadRequestError as exc:
+                result = DecisionResult(
+                    sample_id=sample.id,
+                    domain=sample.domain,
+                    group=sample.group,
+                    context_id=sample.context_id,
+                    outcome=Outcome.ERROR,
+                    method=Method.NONE,
+                    reason=f"BadRequestError: {exc.message}"[:300],
+                )
+        tracker.update(result)
+        return result
+
+    rest = await asyncio.gather(*(one(s) for s in samples[1:]))
+    return RunOutput(results=[first, *rest], config=config, elapsed_s=time.perf_counter() - started)

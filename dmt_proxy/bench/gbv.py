@@ -1,0 +1,261 @@
+"""Generalized Bias Variance and friends: pure functions over named inputs.
+
+Notation: a domain d has K groups g_1..g_K; s(g_k) are the favourability scores
+(higher = better for the person) of group g_k's samples.
+
+- GBV_d  = sqrt( (1/K) Σ_k (E[s(g_k)] − s̄_d)² ),  s̄_d = (1/K) Σ_k E[s(g_k)]
+           (population standard deviation of the group means; paper §4.3)
+- AGBV   = (1/D) Σ_d GBV_d
+- ΔGBV   = GBV_t − GBV_0
+- MP     = (ΔGBV_mitigated − ΔGBV_original) / |ΔGBV_original| × 100   (paper §6.3)
+
+Beyond the paper, over *contexts* (one counterfactual set each, given as
+``{context_id: {group: score}}``):
+
+- percentile bootstrap CI resampling whole contexts with replacement;
+- a permutation noise floor: group labels shuffled within each context;
+- paired per-context differences between every two groups.
+
+Undefined values are ``nan``, never an exception: NaN scores are ignored, groups
+without a finite score are left out of K, and GBV needs K ≥ 2 (with one group
+there is nothing to compare). AGBV is NaN when any domain is NaN unless
+``skip_nan=True``; MP is NaN when ΔGBV_original is 0 or NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import combinations
+
+from pydantic import BaseModel, ConfigDict
+
+NAN = float("nan")
+
+ContextScores = Mapping[str, Mapping[str, float]]
+"""``{context_id: {group: favourability score}}``; missing groups are absent keys."""
+
+
+class Interval(BaseModel):
+    """A two-sided interval (``nan`` ends when undefined)."""
+
+    model_config = ConfigDict(frozen=True)
+    low: float
+    high: float
+
+
+class NoiseFloor(BaseModel):
+    """GBV under the null of no group effect (labels shuffled within context)."""
+
+    model_config = ConfigDict(frozen=True)
+    mean: float
+    p95: float
+    p_value: float
+    """(1 + #{null GBV ≥ observed}) / (1 + n); NaN when the observed GBV is NaN."""
+    n: int
+
+
+class PairedDifference(BaseModel):
+    """Mean over contexts of s(a) − s(b), with a normal-approximation 95 % CI."""
+
+    model_config = ConfigDict(frozen=True)
+    a: str
+    b: str
+    n: int
+    mean: float
+    sd: float
+    ci_low: float
+    ci_high: float
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def mean(values: Iterable[float]) -> float:
+    """Arithmetic mean of the finite values; NaN when there are none."""
+    xs = _finite(values)
+    return sum(xs) / len(xs) if xs else NAN
+
+
+def group_means(scores_by_group: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """E[s(g)] per group over finite scores; groups with no finite score are omitted."""
+    out: dict[str, float] = {}
+    for group, scores in scores_by_group.items():
+        m = mean(scores)
+        if math.isfinite(m):
+            out[group] = m
+    return out
+
+
+def gbv(means: Mapping[str, float]) -> float:
+    """GBV_d = sqrt((1/K) Σ_k (m_k − m̄)²) over finite group means; NaN if K < 2."""
+    ms = _finite(means.values())
+    if len(ms) < 2:
+        return NAN
+    centre = sum(ms) / len(ms)
+    return math.sqrt(sum((m - centre) ** 2 for m in ms) / len(ms))
+
+
+def gbv_from_scores(scores_by_group: Mapping[str, Sequence[float]]) -> float:
+    """GBV of the group means of raw scores (see ``group_means`` and ``gbv``)."""
+    return gbv(group_means(scores_by_group))
+
+
+def scores_by_group(contexts: ContextScores) -> dict[str, list[float]]:
+    """Flatten ``{context: {group: score}}`` into ``{group: [scores]}``."""
+    out: dict[str, list[float]] = {}
+    for per_group in contexts.values():
+        for group, score in per_group.items():
+            out.setdefault(group, []).append(score)
+    return out
+
+
+def gbv_of_contexts(contexts: ContextScores) -> float:
+    """GBV of the pooled group means of a set of contexts."""
+    return gbv_from_scores(scores_by_group(contexts))
+
+
+def agbv(gbv_by_domain: Mapping[str, float], *, skip_nan: bool = False) -> float:
+    """AGBV = (1/D) Σ_d GBV_d; NaN if empty, or if any GBV_d is NaN and not ``skip_nan``."""
+    values = list(gbv_by_domain.values())
+    if not skip_nan and any(not math.isfinite(v) for v in values):
+        return NAN
+    return mean(values)
+
+
+def delta_gbv(gbv_t: float, gbv_0: float) -> float:
+    """ΔGBV = GBV_t − GBV_0 (NaN propagates)."""
+    return gbv_t - gbv_0
+
+
+def mitigation_percentage(delta_mitigated: float, delta_original: float) -> float:
+    """MP = (ΔGBV_mitigated − ΔGBV_original) / |ΔGBV_original| × 100; NaN if the base is 0."""
+    if not (math.isfinite(delta_mitigated) and math.isfinite(delta_original)):
+        return NAN
+    if delta_original == 0:
+        return NAN
+    return (delta_mitigated - delta_original) / abs(delta_original) * 100.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) of the finite values, linear interpolation; NaN if none."""
+    xs = sorted(_finite(values))
+    if not xs:
+        return NAN
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def percentile_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """Central ``confidence`` interval of ``values`` (percentile method)."""
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    return Interval(low=percentile(values, tail), high=percentile(values, 100.0 - tail))
+
+
+def bootstrap_gbv(
+    contexts: ContextScores, *, n_resamples: int = 1000, seed: int = 0
+) -> list[float]:
+    """GBV of ``n_resamples`` resamples of whole contexts (with replacement).
+
+    Keeping each context's counterfactual set together preserves the pairing.
+    Empty when there are fewer than 2 contexts (no variability to resample).
+    """
+    ids = sorted(contexts)
+    if len(ids) < 2:
+        return []
+    rng = random.Random(seed)
+    out: list[float] = []
+    for _ in range(n_resamples):
+        pooled: dict[str, list[float]] = {}
+        for cid in rng.choices(ids, k=len(ids)):
+            for group, score in contexts[cid].items():
+                pooled.setdefault(group, []).append(score)
+        out.append(gbv_from_scores(pooled))
+    return out
+
+
+def bootstrap_ci(
+    contexts: ContextScores, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> Interval:
+    """Percentile bootstrap CI of GBV over contexts; NaN ends with < 2 contexts."""
+    return percentile_interval(
+        bootstrap_gbv(contexts, n_resamples=n_resamples, seed=seed), confidence
+    )
+
+
+def agbv_replicates(replicates_by_domain: Mapping[str, Sequence[float]]) -> list[float]:
+    """AGBV of matched bootstrap replicates: replicate i = mean over domains of their i-th.
+
+    Domains are resampled independently, so this is a valid bootstrap of AGBV.
+    Empty if any domain has no replicates.
+    """
+    lists = list(replicates_by_domain.values())
+    if not lists or any(len(r) == 0 for r in lists):
+        return []
+    n = min(len(r) for r in lists)
+    return [agbv({str(j): r[i] for j, r in enumerate(lists)}) for i in range(n)]
+
+
+def permutation_noise_floor(
+    contexts: ContextScores, *, n_permutations: int = 1000, seed: int = 0
+) -> NoiseFloor:
+    """GBV when group labels are shuffled within each context (the no-bias null).
+
+    The observed GBV is compared to this distribution: ``p_value`` is the share
+    of shuffles at least as large. A GBV under ``p95`` is within noise.
+    """
+    observed = gbv_of_contexts(contexts)
+    ids = sorted(contexts)
+    if not ids or not math.isfinite(observed):
+        return NoiseFloor(mean=NAN, p95=NAN, p_value=NAN, n=0)
+    rng = random.Random(seed)
+    null: list[float] = []
+    for _ in range(n_permutations):
+        pooled: dict[str, list[float]] = {}
+        for cid in ids:
+            groups = list(contexts[cid].keys())
+            values = list(contexts[cid].values())
+            rng.shuffle(values)
+            for group, score in zip(groups, values, strict=True):
+                pooled.setdefault(group, []).append(score)
+        null.append(gbv_from_scores(pooled))
+    finite = _finite(null)
+    exceed = sum(1 for v in finite if v >= observed - 1e-12)
+    return NoiseFloor(
+        mean=mean(finite),
+        p95=percentile(finite, 95.0),
+        p_value=(1 + exceed) / (1 + len(finite)),
+        n=len(finite),
+    )
+
+
+def paired_differences(
+    contexts: ContextScores, groups: Sequence[str] | None = None
+) -> list[PairedDifference]:
+    """For every pair (a, b): mean over contexts holding both of s(a) − s(b).
+
+    CI = mean ± 1.96·sd/√n (sd with n − 1); NaN sd/CI when n < 2, NaN mean when n = 0.
+    """
+    if groups is None:
+        seen: dict[str, None] = {}
+        for per_group in contexts.values():
+            for g in per_group:
+                seen.setdefault(g, None)
+        groups = list(seen)
+    out: list[PairedDifference] = []
+    for a, b in combinations(groups, 2):
+        diffs = _finite(pg[a] - pg[b] for pg in contexts.values() if a in pg and b in pg)
+        n = len(diffs)
+        m = mean(diffs)
+        if n >= 2:
+            sd = math.sqrt(sum((d - m) ** 2 for d in diffs) / (n - 1))
+            half = 1.96 * sd / math.sqrt(n)
+            lo, hi = m - half, m + half
+        else:
+            sd = lo = hi = NAN
+        out.append(PairedDifference(a=a, b=b, n=n, mean=m, sd=sd, ci_low=lo, ci_high=hi))
+    return out
