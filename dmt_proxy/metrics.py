@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+_DOMAINS = ("race", "gender", "ses", "age", "nationality", "religion", "orientation",
+            "disability", "appearance")  # fmt: skip
 _LATENCY_BUCKETS = (
     0.001,
     0.0025,
@@ -91,3 +93,17 @@ class Metrics:
             "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
             ["decision"], registry=r,
         )  # fmt: skip
+
+        # Pre-create the bounded label combinations at 0: a series that first appears
+        # already at 1 shows no increase() to Prometheus, so the first tag would be missed.
+        for outcome in ("clean", "tagged", "failed", "skipped"):
+            self.audits.labels(outcome)
+        for bias_type in (*_DOMAINS, "other"):
+            for action in ("tag", "quarantine", "drop"):
+                self.tags.labels(bias_type, action)
+        for decision in ("pass", "skip"):
+            self.first_stage.labels(decision)
+        for kind in ("local", "alias", "provider"):
+            for error in ("error", "timeout", "rejected"):
+                self.upstream_errors.labels(kind, error)
+
