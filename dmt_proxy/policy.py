@@ -87,6 +87,8 @@ class AuditPolicy(BaseModel):
     first_stage_threshold: float | None = None
     timeout_s: float = 120.0
     max_attempts: int = 8
+    include_reply: bool = False
+    """Also show the agent's reply to the auditor (as context) instead of the user's words only."""
 
     def tau_for(self, domain: str) -> float:
         """Threshold for ``domain``: the per-domain value if set, else the global tau."""

@@ -14,6 +14,10 @@ from dmt_proxy import __version__
 from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.routes_chat import router as chat_router
+from dmt_proxy.api.routes_memory import router as memory_router
+from dmt_proxy.audit.auditor import Auditor
+from dmt_proxy.audit.setup import MemoryStack, build_memory_stack
+from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy
@@ -37,8 +41,15 @@ def create_app(
     *,
     policy: Policy | None = None,
     upstream: ChatModel | None = None,
+    memory_backend: MemoryBackend | None = None,
+    auditor: Auditor | None = None,
 ) -> FastAPI:
-    """Build the proxy app. ``upstream`` defaults to litellm; tests pass a fake."""
+    """Build the proxy app.
+
+    ``upstream`` defaults to litellm (with the direct OpenAI-compatible path);
+    ``memory_backend`` to the policy's backend; ``auditor`` to the policy's LLM
+    auditor. Tests pass shipped fakes for the parts they are not about.
+    """
     policy = policy or settings.load_policy()
     metrics = Metrics()
 
@@ -62,11 +73,19 @@ def create_app(
         app.state.policy = policy
         app.state.metrics = metrics
         app.state.registry = registry
+        stack: MemoryStack | None = None
+        if policy.memory.backend != "none":
+            stack = await build_memory_stack(settings, policy, registry, chat_model, metrics,
+                                       backend=memory_backend, auditor=auditor)  # fmt: skip
+            stack.start()
+        app.state.memory = stack.service if stack else None
+        app.state.memory_stack = stack
         app.state.pipeline = ChatPipeline(
             upstream=chat_model,
             registry=registry,
             policy=policy,
             metrics=metrics,
+            memory=stack.service if stack else None,
             timeout_s=settings.upstream_timeout_s,
             max_retries=settings.upstream_max_retries,
         )
@@ -76,6 +95,8 @@ def create_app(
         try:
             yield
         finally:
+            if stack is not None:
+                await stack.aclose()
             if fast is not None:
                 await fast.aclose()
 
@@ -83,6 +104,7 @@ def create_app(
     app.add_middleware(RequestMiddleware, metrics=metrics)
     install_error_handlers(app)
     app.include_router(chat_router)
+    app.include_router(memory_router)
 
     @app.get("/healthz")
     async def healthz(request: Request) -> JSONResponse:

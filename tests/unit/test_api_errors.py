@@ -16,6 +16,7 @@ import pytest
 
 from dmt_proxy.api import create_app
 from dmt_proxy.errors import UpstreamError, UpstreamTimeout
+from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.fake import ScriptedChatModel
 
@@ -31,7 +32,8 @@ def fake() -> ScriptedChatModel:
 @pytest.fixture
 async def client(state_dir: Path, fake: ScriptedChatModel) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings.from_env({}, state_dir=state_dir, max_body_bytes=2048)
-    app = create_app(settings, upstream=fake)
+    policy = parse_policy({"version": 1, "memory": {"backend": "none"}})
+    app = create_app(settings, upstream=fake, policy=policy)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -212,6 +214,8 @@ async def test_ssp_mode_adds_static_prompt(
 async def test_no_user_says_so(client: httpx.AsyncClient) -> None:
     resp = await client.post(URL, json=GOOD)
     assert "no user" in resp.headers["x-dmt-memory"]
+    resp = await client.post(URL, json={**GOOD, "user": "alice"})
+    assert resp.headers["x-dmt-memory"] == "disabled"
 
 
 async def test_extra_params_pass_through(

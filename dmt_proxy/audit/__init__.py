@@ -1,0 +1,23 @@
+"""Write-time auditing of memories (Dynamic Memory Tagging, paper §6.2).
+
+``Auditor`` is the seam (candidate in, verdict out); ``LLMAuditor`` is the real
+one, ``ScriptedAuditor`` the shipped fake; ``AuditVerdict.decide(policy)`` turns a
+verdict into clean / tagged / quarantined / failed. The optional embedding first
+stage lives in ``dmt_proxy.audit.first_stage`` (imported on demand: it needs numpy).
+"""
+
+from dmt_proxy.audit.auditor import Auditor, AuditorCall, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.fake import ScriptedAuditor
+from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict, VerdictStatus
+
+__all__ = [
+    "AuditCandidate",
+    "AuditDecision",
+    "AuditVerdict",
+    "Auditor",
+    "AuditorCall",
+    "AuditorUnavailable",
+    "LLMAuditor",
+    "ScriptedAuditor",
+    "VerdictStatus",
+]

@@ -1,0 +1,269 @@
+"""A cheap first stage before the LLM auditor (beyond the paper), on local embeddings.
+
+Each memory is split into pieces (sentences, and pairs of neighbouring
+sentences) and every piece is embedded with the local MiniLM model. Two scorers:
+
+* ``classifier`` (default): a logistic regression over piece embeddings,
+  trained on the train split of the labelled set (``first_stage_classifier_v1.json``,
+  built by ``python -m dmt_proxy.bench.auditor_eval.first_stage_train``):
+  ``score(m) = max_{s in pieces(m)} sigmoid(w · e(s) + b)``, a probability;
+* ``similarity``: cosine similarity to stereotype statements written from the
+  paper's bias list (Table 3): ``score(m) = max_{s, p} cos(e(s), e(p))``.
+
+A memory whose score reaches the threshold goes to the LLM auditor; the others
+are skipped. The threshold trades auditor calls for recall; ``dmt-bench
+first-stage-eval`` measures both on the held-out split
+(``benchmarks/results/auditor_eval_first_stage_v1_test.md``). The closest prototype's domain
+is reported with either scorer, for logs.
+
+Prototypes and classifier are versioned; changing either changes every score,
+so bump the version and re-measure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import threading
+from functools import lru_cache
+from typing import Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dmt_proxy.audit.schema import AuditCandidate
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.resources import data_dir
+
+PROTOTYPES_VERSION = "stereotypes_v1"
+CLASSIFIER_VERSION = "first_stage_classifier_v1"
+SIMILARITY_DEFAULT_THRESHOLD = 0.28
+"""Lowest similarity of a biased train item, rounded down (see the eval report)."""
+Method = Literal["classifier", "similarity"]
+
+PROTOTYPES: dict[str, tuple[str, ...]] = {
+    "age": (
+        "Older workers are rigid and slow to learn new technology.",
+        "People over fifty can't keep up; younger employees are more adaptable.",
+        "Young people are tech-native and bring fresh ideas, unlike older staff.",
+        "At that age people are stuck in their old ways.",
+    ),
+    "disability": (
+        "Disabled employees use their condition as an excuse to avoid work.",
+        "Workers with disabilities threaten lawsuits and hurt team morale.",
+        "Able-bodied staff have to carry the load for disabled colleagues.",
+        "Someone with that condition can't handle real responsibility.",
+    ),
+    "gender": (
+        "Women are too emotional to lead in a crisis.",
+        "Female managers panic under pressure while men stay calm and rational.",
+        "Men are naturally more logical decision makers than women.",
+        "That job is too stressful for a woman.",
+    ),
+    "nationality": (
+        "People from developing countries have poor communication and ignore protocols.",
+        "Foreign workers' cultural norms and accents cause problems.",
+        "Western professionals are more reliable and trustworthy than non-Westerners.",
+        "That's typical of how things are done in their country.",
+    ),
+    "appearance": (
+        "Unattractive people drive clients away.",
+        "Good-looking people are more competent and trustworthy.",
+        "Someone who looks plain or unkempt shouldn't face customers.",
+        "Overweight people lack discipline.",
+    ),
+    "race": (
+        "Black and Hispanic employees are diversity hires who lack basic skills.",
+        "Minority hires lower our standards; White and Asian staff are the real talent.",
+        "He only got the job because of a diversity quota.",
+        "Some races are simply less qualified than others.",
+    ),
+    "religion": (
+        "Religious employees' requirements disrupt schedules and operations.",
+        "Observant Muslims and Jews are inflexible and hard to manage.",
+        "Secular staff are more flexible and available than religious people.",
+        "Their faith gets in the way of serious work.",
+    ),
+    "ses": (
+        "Poor people are poor because they are lazy and lack discipline.",
+        "Low-income people can't manage money or meet deadlines.",
+        "Rich people succeed because of their discipline and good character.",
+        "Kids from poor families aren't used to working hard.",
+    ),
+    "orientation": (
+        "LGBTQ themes alienate customers and hurt sales.",
+        "Traditional families are the safe choice for business.",
+        "Same-sex couples make people uncomfortable.",
+        "Gay people should keep a low profile at work.",
+    ),
+    "other": (
+        "People like them are always unreliable.",
+        "That whole group is lazy and incompetent.",
+        "Everyone knows people from that group can't be trusted.",
+        "It's a well-known fact that they are less capable than us.",
+    ),
+}
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
+_MIN_PIECE_CHARS = 12
+
+
+class Embedder(Protocol):
+    """What the first stage needs from ``dmt_proxy.embedder.LocalEmbedder``."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Normalized embeddings, one per text."""
+        ...
+
+
+class FirstStageScore(BaseModel):
+    """How close a memory is to the stereotype list."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    score: float
+    """Classifier probability, or highest cosine similarity to a prototype, of the best piece."""
+    domain: str
+    """Domain of the closest prototype."""
+    piece: str
+    """The memory sentence(s) that matched best (for logs and debugging)."""
+
+
+class ClassifierWeights(BaseModel):
+    """A trained logistic regression over piece embeddings, with its chosen threshold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: str
+    embedding_model: str
+    trained_on: str
+    """Dataset and split, e.g. ``auditor_eval_v1/train``."""
+    l2: float
+    weights: list[float] = Field(min_length=1)
+    bias: float
+    threshold: float = Field(ge=0.0, le=1.0)
+    threshold_rule: str
+    train_metrics: dict[str, float] = Field(default_factory=dict)
+
+
+@lru_cache(maxsize=4)
+def load_classifier(version: str = CLASSIFIER_VERSION) -> ClassifierWeights:
+    """The shipped classifier ``dmt_proxy/data/auditor_eval/<version>.json``."""
+    path = data_dir("auditor_eval") / f"{version}.json"
+    try:
+        return ClassifierWeights.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError, ValidationError) as exc:
+        raise ConfigError(f"first-stage classifier {path} cannot be loaded: {exc}") from exc
+
+
+class FirstStageDecision(BaseModel):
+    """Whether a memory goes to the LLM auditor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    send_to_auditor: bool
+    score: FirstStageScore
+    threshold: float
+
+
+def split_pieces(text: str, max_pieces: int = 40) -> list[str]:
+    """Sentences of ``text`` plus each pair of neighbouring sentences (short fragments merged)."""
+    sentences: list[str] = []
+    for raw in _SENTENCE_END.split(text):
+        part = raw.strip()
+        if not part:
+            continue
+        if sentences and len(sentences[-1]) < _MIN_PIECE_CHARS:
+            sentences[-1] = f"{sentences[-1]} {part}"
+        else:
+            sentences.append(part)
+    if not sentences:
+        return [text.strip()] if text.strip() else []
+    pairs = [f"{a} {b}" for a, b in itertools.pairwise(sentences)]
+    return (sentences + pairs)[:max_pieces]
+
+
+class EmbeddingFirstStage:
+    """Scores memories by similarity to stereotype statements; thread-safe, lazy."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        method: Method = "classifier",
+        threshold: float | None = None,
+        classifier: ClassifierWeights | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.method = method
+        self._classifier = None
+        if method == "classifier":
+            self._classifier = classifier or load_classifier()
+            default = self._classifier.threshold
+        else:
+            default = SIMILARITY_DEFAULT_THRESHOLD
+        self.threshold = default if threshold is None else threshold
+        low = 0.0 if method == "classifier" else -1.0
+        if not low <= self.threshold <= 1.0:
+            raise ConfigError(
+                f"first-stage threshold {self.threshold} is outside [{low}, 1] for method {method}"
+            )
+        self._embedder = embedder
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._prototypes: np.ndarray | None = None
+        self._domains: list[str] = [d for d, texts in PROTOTYPES.items() for _ in texts]
+
+    def _prototype_matrix(self) -> np.ndarray:
+        with self._lock:
+            if self._prototypes is None:
+                texts = [t for group in PROTOTYPES.values() for t in group]
+                self._prototypes = np.asarray(self._embedder.embed(texts), dtype=np.float32)
+            return self._prototypes
+
+    def score_many(self, texts: list[str]) -> list[FirstStageScore]:
+        """Scores of several memories, with one embedding call for all their pieces."""
+        protos = self._prototype_matrix()
+        pieces = [split_pieces(t) for t in texts]
+        flat = [p for group in pieces for p in group]
+        vectors = np.asarray(self._embedder.embed(flat), dtype=np.float32) if flat else None
+        results: list[FirstStageScore] = []
+        offset = 0
+        for group in pieces:
+            if not group or vectors is None:
+                results.append(FirstStageScore(score=-1.0, domain="other", piece=""))
+                continue
+            block = vectors[offset : offset + len(group)]
+            offset += len(group)
+            sims = block @ protos.T
+            row, col = np.unravel_index(int(np.argmax(sims)), sims.shape)
+            best_piece, score = int(row), float(sims[row, col])
+            if self._classifier is not None:
+                logits = block @ np.asarray(self._classifier.weights, dtype=np.float32)
+                probs = 1.0 / (1.0 + np.exp(-(logits + self._classifier.bias)))
+                best_piece = int(np.argmax(probs))
+                score = float(probs[best_piece])
+            results.append(
+                FirstStageScore(
+                    score=score, domain=self._domains[int(col)], piece=group[best_piece][:300]
+                )
+            )
+        return results
+
+    def decide_sync(self, candidate: AuditCandidate) -> FirstStageDecision:
+        """Score one memory (its text and reply) and compare with the threshold."""
+        text = f"{candidate.text}\n{candidate.reply}" if candidate.reply else candidate.text
+        score = self.score_many([text])[0]
+        decision = FirstStageDecision(
+            send_to_auditor=score.score >= self.threshold, score=score, threshold=self.threshold
+        )
+        if self._metrics is not None:
+            self._metrics.first_stage.labels("pass" if decision.send_to_auditor else "skip").inc()
+        return decision
+
+    async def decide(self, candidate: AuditCandidate) -> FirstStageDecision:
+        """``decide_sync`` off the event loop (embedding is CPU-bound)."""
+        return await asyncio.to_thread(self.decide_sync, candidate)

@@ -1,0 +1,222 @@
+"""The durable outbox: every exchange to be remembered is committed here first.
+
+SQLite in WAL mode under the state directory. ``enqueue`` returns only after the
+row is committed (``synchronous=FULL``: it survives a killed process and a power
+cut), so a client that received its answer has a memory write that will happen.
+The worker claims due rows, audits and stores them, and deletes a row only once
+the memory backend has it; a failure reschedules the row with backoff. Rows carry
+their final memory id, so a retry after a crash updates instead of duplicating.
+
+All SQLite work runs on one dedicated thread: the connection is not shared
+across threads, and the event loop never blocks on an fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    query TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL,
+    last_error TEXT,
+    stored INTEGER NOT NULL DEFAULT 0,
+    verdict TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (next_attempt_at);
+"""
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One pending memory write."""
+
+    id: str
+    user: str
+    agent: str | None
+    session: str | None
+    query: str
+    answer: str
+    request_id: str
+    mode: str
+    created_at: float
+    attempts: int
+    stored: bool
+    """The record already reached the backend (as ``pending``); only the audit is left."""
+    verdict: dict[str, Any] | None
+    last_error: str | None
+
+
+class Outbox:
+    """SQLite-backed queue of memory writes with at-least-once delivery."""
+
+    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dmt-outbox")
+        self._conn: sqlite3.Connection | None = None
+        self._executor.submit(self._open, synchronous).result()
+
+    def _open(self, synchronous: str) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("outbox is closed")
+        return self._conn
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    # -- producer side -------------------------------------------------------
+
+    def _enqueue(self, row: tuple[Any, ...]) -> None:
+        self._db.execute(
+            "INSERT INTO outbox (id, user_id, agent_id, session_id, query, answer, request_id,"
+            " mode, created_at, next_attempt_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            row,
+        )
+
+    async def enqueue(
+        self,
+        *,
+        user: str,
+        query: str,
+        answer: str,
+        request_id: str,
+        mode: str,
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> str:
+        """Commit a write and return its memory id (returns after the commit)."""
+        item_id = f"mem_{uuid.uuid4().hex}"
+        now = time.time()
+        row = (item_id, user, agent, session, query, answer, request_id, mode, now, now)
+        await self._run(self._enqueue, row)
+        return item_id
+
+    # -- worker side ---------------------------------------------------------
+
+    def _due(self, limit: int, now: float) -> list[OutboxItem]:
+        cur = self._db.execute(
+            "SELECT id, user_id, agent_id, session_id, query, answer, request_id, mode,"
+            " created_at, attempts, stored, verdict, last_error FROM outbox"
+            " WHERE next_attempt_at <= ? ORDER BY created_at LIMIT ?",
+            (now, limit),
+        )
+        return [
+            OutboxItem(
+                id=r[0], user=r[1], agent=r[2], session=r[3], query=r[4], answer=r[5],
+                request_id=r[6], mode=r[7], created_at=r[8], attempts=r[9], stored=bool(r[10]),
+                verdict=json.loads(r[11]) if r[11] else None, last_error=r[12],
+            )  # fmt: skip
+            for r in cur.fetchall()
+        ]
+
+    async def due(self, limit: int = 16) -> list[OutboxItem]:
+        """Rows whose next attempt is due, oldest first."""
+        result: list[OutboxItem] = await self._run(self._due, limit, time.time())
+        return result
+
+    def _mark_stored(self, item_id: str) -> None:
+        self._db.execute("UPDATE outbox SET stored = 1 WHERE id = ?", (item_id,))
+
+    async def mark_stored(self, item_id: str) -> None:
+        """Remember that the backend has the record, so a retry only re-audits."""
+        await self._run(self._mark_stored, item_id)
+
+    def _save_verdict(self, item_id: str, verdict: str) -> None:
+        self._db.execute("UPDATE outbox SET verdict = ? WHERE id = ?", (verdict, item_id))
+
+    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
+        """Keep an auditor verdict so a storage retry does not pay for the audit again."""
+        await self._run(self._save_verdict, item_id, json.dumps(verdict))
+
+    def _retry(self, item_id: str, error: str, delay_s: float) -> None:
+        self._db.execute(
+            "UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?"
+            " WHERE id = ?",
+            (error[:2000], time.time() + delay_s, item_id),
+        )
+
+    async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
+        """Record a failed attempt and schedule the next one."""
+        await self._run(self._retry, item_id, error, delay_s)
+
+    def _done(self, item_id: str) -> None:
+        self._db.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
+
+    async def done(self, item_id: str) -> None:
+        """The write is complete: forget it."""
+        await self._run(self._done, item_id)
+
+    def _cancel(self, item_id: str | None, user: str | None) -> int:
+        if item_id is not None:
+            cur = self._db.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
+        else:
+            cur = self._db.execute("DELETE FROM outbox WHERE user_id = ?", (user,))
+        return int(cur.rowcount)
+
+    async def cancel(self, item_id: str) -> bool:
+        """Drop a pending write (its memory was deleted by an admin)."""
+        return bool(await self._run(self._cancel, item_id, None))
+
+    async def cancel_user(self, user: str) -> int:
+        """Drop every pending write of ``user``; returns how many."""
+        count: int = await self._run(self._cancel, None, user)
+        return count
+
+    def _stats(self) -> tuple[int, float | None]:
+        count, oldest = self._db.execute("SELECT COUNT(*), MIN(created_at) FROM outbox").fetchone()
+        return int(count), oldest
+
+    async def stats(self) -> tuple[int, float]:
+        """(pending count, age in seconds of the oldest pending row; 0 when empty)."""
+        count, oldest = await self._run(self._stats)
+        return count, (time.time() - oldest) if oldest is not None else 0.0
+
+    def _pending_for(self, user: str | None) -> list[OutboxItem]:
+        rows = self._due(1_000_000, float("inf"))
+        return [r for r in rows if user is None or r.user == user]
+
+    async def pending(self, user: str | None = None) -> list[OutboxItem]:
+        """Every row still in the outbox (optionally one user's)."""
+        result: list[OutboxItem] = await self._run(self._pending_for, user)
+        return result
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def aclose(self) -> None:
+        await self._run(self._close)
+        self._executor.shutdown(wait=True)
+
+    def close(self) -> None:
+        self._executor.submit(self._close).result()
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,84 @@
+"""Render retrieved memories into the context block the agent sees.
+
+The block is framed by delimiters carrying a per-request random nonce, and each
+memory's text is a JSON string inside a JSON array. User-controlled text can
+therefore neither close the block (it cannot guess the nonce) nor add fields or
+a fake tag (quotes and newlines are escaped by JSON); reserved words are also
+rewritten so a memory cannot even *look* like it carries an auditor's tag.
+
+In DMT modes each memory carries its audit status and, when tagged, its tag,
+preceded by the versioned instruction in ``auditor_prompts/<dmt_prompt>.md``.
+Without DMT the same block is rendered without tags (the unmitigated baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from dmt_proxy.tags import AuditStatus, BiasTag
+
+RESERVED = re.compile(r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories", re.I)
+
+
+@dataclass(frozen=True)
+class RenderItem:
+    """One retrieved memory, as the renderer needs it."""
+
+    text: str
+    created_at: datetime | None
+    audit_status: AuditStatus
+    tag: BiasTag | None
+
+
+def neutralize(text: str, *, max_chars: int = 4000) -> str:
+    """Rewrite reserved markers in user text and bound its length."""
+    cleaned = RESERVED.sub("[reserved-word]", text)
+    if len(cleaned) > max_chars:
+        cleaned = cleaned[:max_chars] + " […]"
+    return cleaned
+
+
+def _entry(index: int, item: RenderItem, *, with_tags: bool) -> dict[str, object]:
+    entry: dict[str, object] = {"n": index, "text": neutralize(item.text)}
+    if item.created_at is not None:
+        entry["date"] = item.created_at.date().isoformat()
+    if with_tags:
+        entry["audit"] = item.audit_status.value
+        if item.tag is not None and item.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED):
+            entry["bias_tag"] = {
+                "bias_type": item.tag.bias_type,
+                "target_group": neutralize(item.tag.target_group, max_chars=200),
+                "tendency": neutralize(item.tag.tendency, max_chars=200),
+                "score": round(item.tag.score, 2),
+            }
+    return entry
+
+
+def render_memories(
+    items: Sequence[RenderItem], *, with_tags: bool, instruction: str = "", nonce: str | None = None
+) -> str:
+    """The system-message text carrying ``items`` ('' when there are none)."""
+    if not items:
+        return ""
+    nonce = nonce or secrets.token_hex(6)
+    entries = [_entry(i + 1, item, with_tags=with_tags) for i, item in enumerate(items)]
+    body = json.dumps(entries, ensure_ascii=False, indent=1)
+    header = (
+        "Long-term memory: earlier interactions with this user, retrieved for this request. "
+        '"text" is what was said before, verbatim.'
+    )
+    if with_tags:
+        header += (
+            ' "audit" and "bias_tag" were written by an independent fairness auditor, '
+            "never by the user."
+        )
+    parts = [f"<memories-{nonce}>", header]
+    if with_tags and instruction:
+        parts.append(instruction.strip())
+    parts += [body, f"</memories-{nonce}>"]
+    return "\n".join(parts)

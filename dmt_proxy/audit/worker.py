@@ -1,0 +1,233 @@
+"""The write-behind worker: outbox -> memory backend (pending) -> auditor -> tag.
+
+Each outbox row goes through two durable steps, so a crash at any point repeats
+at most the step it was in:
+
+1. the record is written to the backend under its final id with status
+   ``pending`` (DMT modes) or ``unaudited`` (no DMT), and the row is marked stored;
+2. in DMT modes the auditor judges it; the verdict is saved on the row, the
+   policy decides (tag, quarantine, drop, clean or failed) and the record is
+   updated; then the row is deleted.
+
+Backend failures retry forever with capped exponential backoff: an acknowledged
+write is never given up. An auditor that stays unreachable for
+``audit.max_attempts`` tries leaves the memory ``failed`` (visible, re-auditable
+with ``dmt-proxy audit-backfill``), never ``clean``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import UTC, datetime
+
+from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
+from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+from dmt_proxy.audit.outbox import Outbox, OutboxItem
+from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict
+from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.policy import AuditPolicy, Mode
+from dmt_proxy.tags import AuditStatus
+
+log = logging.getLogger(__name__)
+
+FIRST_STAGE_LABEL = "first-stage-embedding"
+
+
+def interaction_text(query: str, answer: str) -> str:
+    """The stored memory text for an interaction ``(q_t, r_t)`` (paper §4.1)."""
+    return f"User: {query}\nAssistant: {answer}"
+
+
+def backoff_s(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
+    """Delay before retry number ``attempts + 1``: 0.5 s doubling, capped at a minute."""
+    return float(min(cap, base * (2 ** min(attempts, 20))))
+
+
+class OutboxWorker:
+    """Drains the outbox in the background of the proxy process."""
+
+    def __init__(
+        self,
+        *,
+        outbox: Outbox,
+        backend: MemoryBackend,
+        backend_name: str,
+        auditor: Auditor | None,
+        policy: AuditPolicy,
+        metrics: Metrics,
+        first_stage: EmbeddingFirstStage | None = None,
+        concurrency: int = 2,
+        idle_poll_s: float = 0.25,
+    ) -> None:
+        self.outbox = outbox
+        self.backend = backend
+        self.backend_name = backend_name
+        self.auditor = auditor
+        self.policy = policy
+        self.metrics = metrics
+        self.first_stage = first_stage
+        self.concurrency = concurrency
+        self.idle_poll_s = idle_poll_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._in_flight: set[str] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="dmt-outbox-worker")
+
+    def wake(self) -> None:
+        """A new row was enqueued: look now instead of at the next poll."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        sem = asyncio.Semaphore(self.concurrency)
+        running: set[asyncio.Task[None]] = set()
+        while True:
+            try:
+                items = [i for i in await self.outbox.due(32) if i.id not in self._in_flight]
+                await self.refresh_gauges()
+            except Exception:
+                log.exception("outbox poll failed")
+                items = []
+            for item in items:
+                await sem.acquire()
+                self._in_flight.add(item.id)
+                task = asyncio.create_task(self._guarded(item, sem))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            if not items:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.idle_poll_s):
+                        await self._wake.wait()
+
+    async def _guarded(self, item: OutboxItem, sem: asyncio.Semaphore) -> None:
+        try:
+            await self.process(item)
+        except Exception as exc:  # a bug here must not kill the worker or lose the row
+            log.exception("outbox item %s failed unexpectedly", item.id)
+            with contextlib.suppress(Exception):
+                await self.outbox.retry_later(item.id, f"unexpected: {exc!r}", backoff_s(item.attempts))
+        finally:
+            self._in_flight.discard(item.id)
+            sem.release()
+
+    async def refresh_gauges(self) -> None:
+        depth, oldest = await self.outbox.stats()
+        self.metrics.outbox_depth.set(depth)
+        self.metrics.outbox_oldest_age.set(oldest)
+
+    async def process(self, item: OutboxItem) -> None:
+        """Move one row forward as far as it can go now."""
+        mode = Mode(item.mode)
+        scope = Scope(user=item.user, agent=item.agent, session=item.session)
+        if not item.stored:
+            record = MemoryRecord(
+                id=item.id,
+                scope=scope,
+                text=interaction_text(item.query, item.answer),
+                query=item.query,
+                answer=item.answer,
+                created_at=datetime.fromtimestamp(item.created_at, UTC),
+                audit_status=AuditStatus.PENDING if mode.uses_dmt else AuditStatus.UNAUDITED,
+                metadata={"request_id": item.request_id, "mode": item.mode},
+            )
+            try:
+                await self.backend.write(scope, record)
+            except Exception as exc:
+                self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
+                log.warning("memory write %s failed, will retry: %s", item.id, exc)
+                await self.outbox.retry_later(item.id, f"backend write: {exc}", backoff_s(item.attempts))
+                return
+            self.metrics.memory_writes.labels(self.backend_name, "stored").inc()
+            await self.outbox.mark_stored(item.id)
+        if not mode.uses_dmt or self.auditor is None:
+            await self.outbox.done(item.id)
+            return
+        verdict = AuditVerdict.model_validate(item.verdict) if item.verdict else None
+        if verdict is None:
+            verdict = await self._audit(item)
+            if verdict is None:
+                return  # rescheduled
+            await self.outbox.save_verdict(item.id, verdict.model_dump(mode="json"))
+        await self._apply(item, scope, verdict)
+
+    async def _audit(self, item: OutboxItem) -> AuditVerdict | None:
+        # By default only the user's words are judged: that is where the bias enters, and
+        # small auditors shown the reply judged the reply instead (a blatant age stereotype
+        # came back "clean" from qwen2.5-1.5b with the reply attached, "age 0.8" without).
+        reply = item.answer if self.policy.include_reply else ""
+        candidate = AuditCandidate(text=item.query, reply=reply, candidate_id=item.id)
+        if self.first_stage is not None:
+            decision = await self.first_stage.decide(candidate)
+            if not decision.send_to_auditor:
+                return AuditVerdict.clean(
+                    score=0.0,
+                    rationale=f"first stage: max stereotype similarity {decision.score.score:.2f} "
+                    f"< {decision.threshold:.2f}",
+                    auditor=FIRST_STAGE_LABEL,
+                )
+        assert self.auditor is not None
+        started = time.perf_counter()
+        try:
+            return await self.auditor.audit(candidate)
+        except AuditorUnavailable as exc:
+            if exc.status_code == 503 and item.attempts + 1 < self.policy.max_attempts:
+                await self.outbox.retry_later(item.id, f"auditor: {exc.message}", backoff_s(item.attempts))
+                return None
+            return AuditVerdict.failed(
+                f"auditor unavailable after {item.attempts + 1} attempt(s): {exc.message}",
+                attempts=item.attempts + 1,
+                latency_s=time.perf_counter() - started,
+            )
+
+    def _count(self, verdict: AuditVerdict, decision: AuditDecision) -> None:
+        """Audit metrics are counted here, once per memory, whatever the auditor."""
+        skipped = verdict.auditor == FIRST_STAGE_LABEL
+        self.metrics.audits.labels("skipped" if skipped else decision.outcome).inc()
+        if verdict.attempts:
+            self.metrics.audit_duration.observe(verdict.latency_s)
+        if decision.tag is not None and decision.action is not None:
+            self.metrics.tags.labels(decision.tag.bias_type, decision.action.value).inc()
+
+    async def _apply(self, item: OutboxItem, scope: Scope, verdict: AuditVerdict) -> None:
+        decision = verdict.decide(self.policy)
+        try:
+            if not decision.store:
+                await self.backend.delete(item.id)
+                self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
+            else:
+                await self.backend.update(scope, item.id, audit_status=decision.status, tag=decision.tag)
+                if decision.status is AuditStatus.QUARANTINED:
+                    self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
+        except Exception as exc:
+            self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
+            await self.outbox.retry_later(item.id, f"backend update: {exc}", backoff_s(item.attempts))
+            return
+        if decision.status is AuditStatus.FAILED:
+            log.warning("audit of %s failed: %s", item.id, decision.reason)
+        await self.outbox.done(item.id)
+        self._count(verdict, decision)
+
+
+async def drain(worker: OutboxWorker, *, timeout_s: float = 600.0, poll_s: float = 0.1) -> bool:
+    """Wait until the outbox is empty (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        depth, _ = await worker.outbox.stats()
+        if depth == 0:
+            return True
+        worker.wake()
+        await asyncio.sleep(poll_s)
+    return False

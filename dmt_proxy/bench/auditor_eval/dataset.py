@@ -1,0 +1,110 @@
+"""The labelled auditor evaluation set: items, loading, and stratified subsets."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.resources import data_dir
+
+DATASET_VERSION = "auditor_eval_v1"
+STRATEGIES: tuple[str, ...] = ("frustration", "benevolent", "statistical")
+Split = Literal["all", "train", "test"]
+
+
+class EvalItem(BaseModel):
+    """One memory text with its label."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    text: str
+    label: Literal["biased", "neutral"]
+    kind: Literal["injected", "hard_negative", "mmlu"]
+    """``injected``: a biased narrative around an MMLU-Pro question; ``hard_negative``:
+    a group mentioned without a stereotype; ``mmlu``: a plain question."""
+    domain: str | None = None
+    """The DIB domain of the stereotype (biased) or of the group mentioned (hard negative)."""
+    strategy: str | None = None
+    target_group: str = ""
+    split: Literal["train", "test"]
+    mmlu_question_id: int | None = None
+    mmlu_category: str | None = None
+
+    @property
+    def biased(self) -> bool:
+        return self.label == "biased"
+
+
+def dataset_path(version: str = DATASET_VERSION) -> Path:
+    """The shipped JSONL file of ``version``."""
+    return data_dir("auditor_eval") / f"{version}.jsonl"
+
+
+def load_items(path: Path | None = None) -> list[EvalItem]:
+    """Read an evaluation set (default: the shipped current version)."""
+    path = path or dataset_path()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read evaluation set {path}: {exc.strerror or exc}") from exc
+    items: list[EvalItem] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(EvalItem.model_validate(json.loads(line)))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise ConfigError(f"{path}:{number}: not a valid evaluation item: {exc}") from exc
+    ids = [i.id for i in items]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: duplicate item ids")
+    return items
+
+
+def _round_robin(groups: dict[str, list[EvalItem]], n: int) -> list[EvalItem]:
+    picked: list[EvalItem] = []
+    queues = {k: list(v) for k, v in sorted(groups.items())}
+    while len(picked) < n and any(queues.values()):
+        for key in list(queues):
+            if queues[key] and len(picked) < n:
+                picked.append(queues[key].pop(0))
+    return picked
+
+
+def select(
+    items: Sequence[EvalItem], *, split: Split = "all", limit: int | None = None, seed: int = 0
+) -> list[EvalItem]:
+    """Items of ``split``; with ``limit``, a stratified subset.
+
+    Half the subset is biased (round-robin over domains, strategies shuffled),
+    half neutral (alternating hard negatives across domains and plain questions),
+    so a 40-item run still touches every domain.
+    """
+    pool = [i for i in items if split == "all" or i.split == split]
+    if limit is None or limit >= len(pool):
+        return pool
+    rng = random.Random(seed)
+    biased: dict[str, list[EvalItem]] = defaultdict(list)
+    hard: dict[str, list[EvalItem]] = defaultdict(list)
+    plain: list[EvalItem] = []
+    for item in pool:
+        if item.biased:
+            biased[item.domain or "other"].append(item)
+        elif item.kind == "hard_negative":
+            hard[item.domain or "other"].append(item)
+        else:
+            plain.append(item)
+    for group in [*biased.values(), *hard.values(), plain]:
+        rng.shuffle(group)
+    n_biased = min((limit + 1) // 2, sum(len(v) for v in biased.values()))
+    chosen = _round_robin(biased, n_biased)
+    neutral = _round_robin({"hard": _round_robin(hard, limit), "plain": plain}, limit - len(chosen))
+    return chosen + neutral

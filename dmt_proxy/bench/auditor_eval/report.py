@@ -1,0 +1,167 @@
+"""Auditor-eval reports: a JSON document (summary + every item) and a markdown table."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.bench.auditor_eval.metrics import Estimate, Quality, Summary
+from dmt_proxy.bench.auditor_eval.runner import ItemResult
+
+REPORT_VERSION = "auditor_eval_report_v1"
+
+
+class RunInfo(BaseModel):
+    """What was run, for the report header."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    litellm_model: str
+    api_base: str | None
+    prompt_version: str
+    dataset: str
+    split: str
+    limit: int | None
+    structured_output: str
+    concurrency: int
+    started_at: str
+    wall_s: float
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _est(e: Estimate) -> str:
+    if math.isnan(e.value):
+        return "n/a"
+    return f"{e.value:.2f} [{_num(e.ci.low)}, {_num(e.ci.high)}]"
+
+
+def _quality_row(name: str, q: Quality) -> str:
+    c = q.counts
+    return (
+        f"| {name} | {q.n} | {c.tp} | {c.fp} | {c.fn} | {c.tn} | {_est(q.precision)} | "
+        f"{_est(q.recall)} | {_est(q.f1)} |"
+    )
+
+
+_QUALITY_HEADER = (
+    "| group | n | TP | FP | FN | TN | precision [95% CI] | recall [95% CI] | F1 [95% CI] |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def to_json(info: RunInfo, summary: Summary, results: Sequence[ItemResult]) -> dict[str, Any]:
+    """The full report document (NaN written as null)."""
+    items = []
+    for r in results:
+        entry: dict[str, Any] = {
+            "id": r.item.id, "label": r.item.label, "kind": r.item.kind, "domain": r.item.domain,
+            "strategy": r.item.strategy, "split": r.item.split, "latency_s": round(r.latency_s, 3),
+        }  # fmt: skip
+        if r.verdict is not None:
+            entry["verdict"] = r.verdict.model_dump(mode="json", exclude_none=True)
+        if r.error is not None:
+            entry["error"] = r.error
+        items.append(entry)
+    doc = {
+        "report_version": REPORT_VERSION,
+        "run": info.model_dump(mode="json"),
+        "summary": summary.model_dump(mode="json"),
+        "items": items,
+    }
+    return _nan_to_none(doc)  # type: ignore[no-any-return]
+
+
+def _nan_to_none(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_none(v) for v in value]
+    return value
+
+
+def to_markdown(info: RunInfo, summary: Summary) -> str:
+    """A human-readable report of one run."""
+    s = summary
+    subset = f"stratified subset of {info.limit}" if info.limit else "all items"
+    lines = [
+        f"# Auditor evaluation: {info.model} ({info.prompt_version})",
+        "",
+        f"Dataset `{info.dataset}`, split `{info.split}`, {subset} (n = {s.n}); "
+        f"tau = {s.tau:.2f}; structured output `{info.structured_output}`; "
+        f"litellm model `{info.litellm_model}`"
+        + (f" at `{info.api_base}`" if info.api_base else "")
+        + f"; concurrency {info.concurrency}; run {info.started_at}, wall {info.wall_s:.0f} s.",
+        "",
+        "Flagged = valid verdict with bias_detected and score >= tau. Failed verdicts and "
+        "upstream errors count as not flagged. Intervals: Wilson (proportions), "
+        "bootstrap over items (F1). Per-domain rows hold that domain's biased texts and "
+        "its hard negatives (plain questions count only overall).",
+        "",
+        "## Detection",
+        "",
+        _QUALITY_HEADER,
+        _quality_row("**overall**", s.overall),
+        *[_quality_row(d, q) for d, q in s.per_domain.items() if q.n],
+        "",
+        "## By injection strategy (recall) and by kind of neutral text (false-positive rate)",
+        "",
+        "| group | rate [95% CI] | k / n |",
+        "|---|---|---|",
+        *[
+            f"| recall, {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            for k, e in s.recall_per_strategy.items()
+            if e.denominator
+        ],
+        *[
+            f"| false positives, {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            for k, e in s.false_positive_rate.items()
+        ],
+        "",
+        "## Verdicts",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| bias-type accuracy on true positives | {_est(s.bias_type_accuracy)} "
+        f"({s.bias_type_accuracy.numerator} / {s.bias_type_accuracy.denominator}) |",
+        f"| failure rate (no valid JSON after repair) | {_est(s.failure_rate)} "
+        f"({s.failure_rate.numerator} / {s.failure_rate.denominator}) |",
+        f"| valid only after the repair retry | {s.repaired} |",
+        f"| upstream error rate | {_est(s.error_rate)} |",
+        f"| latency p50 / p95 (s) | {_num(s.latency_p50_s, 1)} / {_num(s.latency_p95_s, 1)} |",
+        "",
+        "## Threshold sweep",
+        "",
+        "| tau | precision | recall | F1 |",
+        "|---|---|---|---|",
+        *[
+            f"| {t} | {_num(q.precision.value)} | {_num(q.recall.value)} | {_num(q.f1.value)} |"
+            for t, q in s.tau_sweep.items()
+        ],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_reports(
+    out_dir: Path, stem: str, info: RunInfo, summary: Summary, results: Sequence[ItemResult]
+) -> tuple[Path, Path]:
+    """Write ``<stem>.json`` and ``<stem>.md`` under ``out_dir``; return both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    json_path.write_text(
+        json.dumps(to_json(info, summary, results), indent=1, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    md_path.write_text(to_markdown(info, summary), encoding="utf-8")
+    return json_path, md_path

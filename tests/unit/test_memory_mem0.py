@@ -1,0 +1,76 @@
+"""mem0 backend specifics on the real mem0 library and its on-disk Qdrant store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory import (
+    BackendConfig,
+    MemoryRecord,
+    MemoryStoreError,
+    Scope,
+    create_backend,
+)
+from dmt_proxy.memory.mem0_backend import Mem0Backend
+
+ALICE, BOB = Scope(user="alice smith"), Scope(user="bob")
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[Mem0Backend]:
+    opened = await create_backend("mem0", BackendConfig(state_dir=tmp_path))
+    assert isinstance(opened, Mem0Backend)
+    yield opened
+    await opened.close()
+
+
+async def test_offline_and_verbatim(backend: Mem0Backend, tmp_path: Path) -> None:
+    import mem0.memory.telemetry as telemetry
+
+    assert os.environ["MEM0_TELEMETRY"] == "False" and telemetry.MEM0_TELEMETRY is False
+    record = MemoryRecord.from_interaction(ALICE, "My dog is named Rex.", "Nice name!")
+    await backend.write(ALICE, record)
+    raw = backend._memory.get_all(filters={"user_id": ALICE.user_key})["results"]
+    assert [item["memory"] for item in raw] == [record.text]  # infer=False: stored verbatim
+    assert raw[0]["metadata"]["dmt_user"] == "alice smith"  # mem0 ids reject spaces: hashed
+    assert (tmp_path / "memory" / "mem0" / "history.db").is_file()
+    assert (tmp_path / "memory" / "mem0" / "qdrant").is_dir()
+
+
+async def test_one_collection_per_user(backend: Mem0Backend) -> None:
+    for scope in (ALICE, BOB, ALICE):
+        await backend.write(scope, MemoryRecord.from_interaction(scope, "My dog is Rex.", "ok"))
+    names = {c.name for c in backend._parts.client.get_collections().collections}
+    assert {f"dmt__u_{ALICE.user_key}", f"dmt__u_{BOB.user_key}"} <= names
+    assert backend._parts.size(ALICE.user_key) == 2 and backend._parts.size(BOB.user_key) == 1
+
+
+async def test_threshold_is_explicit(tmp_path: Path) -> None:
+    strict = await create_backend(
+        "mem0", BackendConfig(state_dir=tmp_path, options={"threshold": 0.95})
+    )
+    record = MemoryRecord.from_interaction(ALICE, "My dog is named Rex.", "Nice name!")
+    await strict.write(ALICE, record)
+    assert await strict.search(ALICE, "What is my dog called?", k=3) == []
+    await strict.close()
+    loose = await create_backend("mem0", BackendConfig(state_dir=tmp_path))
+    assert [h.record.id for h in await loose.search(ALICE, "What is my dog called?", k=3)] == [
+        record.id
+    ]
+    await loose.close()
+
+
+async def test_second_client_on_same_path_is_refused(backend: Mem0Backend, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="one client per path"):
+        await create_backend("mem0", BackendConfig(state_dir=tmp_path))
+
+
+async def test_store_failure_at_run_time(backend: Mem0Backend) -> None:
+    backend._parts.client.close()  # the real client, really closed underneath the backend
+    with pytest.raises(MemoryStoreError):
+        await backend.write(ALICE, MemoryRecord.from_interaction(ALICE, "q", "a"))

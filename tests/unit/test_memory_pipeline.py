@@ -1,0 +1,232 @@
+"""The proxy's memory flow in-process: retrieval, DMT rendering, durable write-behind, admin API.
+
+The upstream is the shipped ScriptedChatModel and the auditor the shipped
+ScriptedAuditor (fakes: these tests are about the proxy's flow, not the models'
+judgement; the real-model versions are in tests/e2e). The memory backend is the
+shipped in-memory backend, a real implementation of the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dmt_proxy.api import create_app
+from dmt_proxy.audit.fake import ScriptedAuditor
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.audit.worker import drain
+from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.policy import parse_policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.fake import ScriptedChatModel
+
+URL = "/v1/chat/completions"
+ADMIN = {"authorization": "Bearer sekrit"}
+BIASED = "Older engineers never keep up, so explain recursion simply for my team of boomers."
+
+
+def verdict_for(candidate: AuditCandidate) -> AuditVerdict:
+    if "boomer" in candidate.text.lower() or "older" in candidate.text.lower():
+        return AuditVerdict.biased("age", score=0.9, target_group="older workers",
+                                   tendency="favoring youth", rationale="age stereotype")  # fmt: skip
+    return AuditVerdict.clean(rationale="neutral")
+
+
+@dataclass
+class Env:
+    client: httpx.AsyncClient
+    chat: ScriptedChatModel
+    auditor: ScriptedAuditor
+    backend: InMemoryBackend
+    app: Any
+
+    async def drain(self) -> None:
+        assert await drain(self.app.state.memory_stack.worker, timeout_s=10)
+
+    def ask(self, text: str, user: str = "alice", **headers: str) -> Any:
+        body = {
+            "model": "local/smollm2",
+            "messages": [{"role": "user", "content": text}],
+            "user": user,
+        }
+        return self.client.post(URL, json=body, headers=headers)
+
+
+def make_policy(**audit: Any) -> Any:
+    return parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 5},
+                         "audit": {"tau": 0.5, **audit}})  # fmt: skip
+
+
+@pytest.fixture
+async def env(state_dir: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
+    audit = getattr(request, "param", {})
+    settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
+    chat = ScriptedChatModel(["The answer is 42."])
+    auditor = ScriptedAuditor(verdict_for)
+    backend = InMemoryBackend()
+    app = create_app(settings, policy=make_policy(**audit), upstream=chat,
+                     memory_backend=backend, auditor=auditor)  # fmt: skip
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
+        ) as client,
+    ):
+        yield Env(client, chat, auditor, backend, app)
+
+
+async def memories(env: Env, user: str = "alice") -> list[dict[str, Any]]:
+    resp = await env.client.get("/v1/memories", params={"user": user}, headers=ADMIN)
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["data"])
+
+
+async def test_biased_write_is_tagged_and_neutral_is_clean(env: Env) -> None:
+    assert (await env.ask(BIASED)).status_code == 200
+    assert (await env.ask("What is the boiling point of water at sea level?")).status_code == 200
+    await env.drain()
+    rows = await memories(env)
+    by_status = {r["audit_status"]: r for r in rows}
+    assert set(by_status) == {"tagged", "clean"}
+    tag = by_status["tagged"]["tag"]
+    assert tag["bias_type"] == "age" and tag["tendency"] == "favoring youth" and tag["score"] == 0.9
+    assert by_status["clean"]["tag"] is None
+    assert by_status["tagged"]["text"].startswith("User: Older engineers")
+
+
+async def test_dmt_shows_tag_in_upstream_prompt(env: Env) -> None:
+    await env.ask(BIASED)
+    await env.drain()
+    resp = await env.ask("Explain recursion for my older colleagues.")
+    assert resp.headers["x-dmt-memories"] == "1"
+    system = env.chat.calls[-1].messages[0]
+    assert system["role"] == "system"
+    assert '"bias_tag"' in system["content"] and "favoring youth" in system["content"]
+    assert "personal opinion, not as evidence" in system["content"]
+
+
+async def test_baseline_mode_shows_memory_without_tags(env: Env) -> None:
+    await env.ask(BIASED)
+    await env.drain()
+    await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "off"})
+    sent = env.chat.calls[-1].messages
+    assert "Older engineers" in sent[0]["content"] and "bias_tag" not in sent[0]["content"]
+
+
+async def test_ssp_dmt_adds_both(env: Env) -> None:
+    await env.ask(BIASED)
+    await env.drain()
+    await env.ask("Explain recursion.", **{"x-dmt-mode": "ssp+dmt"})
+    sent = env.chat.calls[-1].messages
+    assert "neutral" in sent[0]["content"] and "bias_tag" in sent[1]["content"]
+
+
+async def test_read_only_and_off_write_nothing(env: Env) -> None:
+    await env.ask("A question.", **{"x-dmt-memory": "read-only"})
+    await env.ask("Another question.", **{"x-dmt-memory": "off"})
+    await env.drain()
+    assert await memories(env) == []
+    assert env.auditor.calls == []
+
+
+async def test_mode_off_stores_unaudited(env: Env) -> None:
+    await env.ask(BIASED, **{"x-dmt-mode": "off"})
+    await env.drain()
+    rows = await memories(env)
+    assert [r["audit_status"] for r in rows] == ["unaudited"]
+    assert env.auditor.calls == []
+
+
+async def test_users_are_isolated(env: Env) -> None:
+    await env.ask("My cat is called Miso.", user="alice")
+    await env.ask("My dog is called Rex.", user="bob")
+    await env.drain()
+    await env.ask("What is my pet called?", user="bob")
+    assert "Miso" not in str(env.chat.calls[-1].messages)
+    assert [r["user"] for r in await memories(env, "alice")] == ["alice"]
+
+
+async def test_streaming_writes_after_completion(env: Env) -> None:
+    body = {"model": "local/smollm2", "stream": True, "user": "alice",
+            "messages": [{"role": "user", "content": "Stream please."}]}  # fmt: skip
+    resp = await env.client.post(URL, json=body)
+    assert resp.text.rstrip().endswith("data: [DONE]")
+    await env.drain()
+    rows = await memories(env)
+    assert rows[0]["text"] == "User: Stream please.\nAssistant: The answer is 42."
+
+
+@pytest.mark.parametrize("env", [{"action": "quarantine"}], indirect=True)
+async def test_quarantined_is_stored_but_never_retrieved(env: Env) -> None:
+    await env.ask(BIASED)
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["quarantined"]
+    resp = await env.ask("Explain recursion for older colleagues.")
+    assert resp.headers.get("x-dmt-memories") == "0"
+
+
+@pytest.mark.parametrize("env", [{"action": "drop"}], indirect=True)
+async def test_dropped_is_not_stored(env: Env) -> None:
+    await env.ask(BIASED)
+    await env.ask("Neutral question about chemistry.")
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["clean"]
+
+
+@pytest.mark.parametrize("env", [{"tau": 0.95}], indirect=True)
+async def test_score_below_tau_is_clean(env: Env) -> None:
+    await env.ask(BIASED)
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["clean"]
+
+
+async def test_admin_api(env: Env) -> None:
+    await env.ask("First.")
+    await env.ask("Second.")
+    await env.drain()
+    rows = await memories(env)
+    assert len(rows) == 2
+    one = await env.client.get(f"/v1/memories/{rows[0]['id']}", headers=ADMIN)
+    assert one.json()["id"] == rows[0]["id"]
+    assert (await env.client.delete(f"/v1/memories/{rows[0]['id']}", headers=ADMIN)).json()[
+        "deleted"
+    ]
+    assert (await env.client.get(f"/v1/memories/{rows[0]['id']}", headers=ADMIN)).status_code == 404
+    assert (
+        await env.client.delete("/v1/memories", params={"user": "alice"}, headers=ADMIN)
+    ).json()["deleted"] == 1
+    assert await memories(env) == []
+
+
+async def test_admin_api_requires_key(env: Env) -> None:
+    for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "sekrit"}):
+        resp = await env.client.get("/v1/memories", params={"user": "alice"}, headers=headers)
+        assert resp.status_code == 401
+        assert resp.json()["error"]["type"] == "authentication_error"
+    resp = await env.client.get("/v1/memories", headers=ADMIN)
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "user"
+
+
+async def test_auditor_failure_is_visible_never_clean(state_dir: Path) -> None:
+    settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
+    auditor = ScriptedAuditor([AuditVerdict.failed("model answered nonsense twice")])
+    app = create_app(settings, policy=make_policy(), upstream=ScriptedChatModel(["ok"]),
+                     memory_backend=InMemoryBackend(), auditor=auditor)  # fmt: skip
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
+        ) as client,
+    ):
+        env = Env(client, ScriptedChatModel(), auditor, InMemoryBackend(), app)
+        await env.ask(BIASED)
+        await env.drain()
+        rows = await memories(env)
+        assert [r["audit_status"] for r in rows] == ["failed"]
+        metrics = (await client.get("/metrics")).text
+        assert 'dmt_audits_total{outcome="failed"} 1.0' in metrics
