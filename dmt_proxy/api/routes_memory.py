@@ -109,3 +109,11 @@ async def delete_user_memories(request: Request, user: str = Query(...)) -> JSON
     cancelled = await memory.outbox.cancel_user(user)
     deleted = await memory.backend.delete_all(scope)
     return JSONResponse({"user": user, "deleted": int(deleted) + cancelled, "object": "list"})
+
+
+@router.get("/v1/admin/outbox")
+async def outbox_status(request: Request) -> JSONResponse:
+    """Pending memory writes: lets a harness wait until every write is stored and audited."""
+    memory = require_admin(request)
+    depth, oldest = await memory.outbox.stats()
+    return JSONResponse({"object": "outbox", "depth": depth, "oldest_pending_age_s": round(oldest, 3)})

@@ -201,6 +201,8 @@ async def test_admin_api(env: Env) -> None:
         await env.client.delete("/v1/memories", params={"user": "alice"}, headers=ADMIN)
     ).json()["deleted"] == 1
     assert await memories(env) == []
+    outbox = (await env.client.get("/v1/admin/outbox", headers=ADMIN)).json()
+    assert outbox["depth"] == 0 and outbox["oldest_pending_age_s"] == 0
 
 
 async def test_admin_api_requires_key(env: Env) -> None:
