@@ -34,6 +34,8 @@ class Settings(BaseModel):
     cache_dir: Path = Field(default_factory=default_cache_dir)
     policy_file: Path | None = None
     admin_key: str | None = None
+    tenants_file: Path | None = None
+    """YAML of tenant names and SHA-256 key hashes; when set, chat requests need a key."""
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     upstream_timeout_s: float = Field(default=300.0, gt=0)
     upstream_max_retries: int = Field(default=0, ge=0, le=10)

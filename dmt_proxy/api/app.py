@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dmt_proxy import __version__
+from dmt_proxy.api.auth import Tenants
 from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.routes_chat import router as chat_router
@@ -51,6 +52,7 @@ def create_app(
     auditor. Tests pass shipped fakes for the parts they are not about.
     """
     policy = policy or settings.load_policy()
+    tenants = Tenants.load(settings.tenants_file) if settings.tenants_file else None
     metrics = Metrics()
 
     @asynccontextmanager
@@ -70,6 +72,7 @@ def create_app(
                 chat_model = DispatchingChatModel(fast, chat_model)
         registry = ModelRegistry(settings, policy, providers)
         app.state.settings = settings
+        app.state.tenants = tenants
         app.state.policy = policy
         app.state.metrics = metrics
         app.state.registry = registry

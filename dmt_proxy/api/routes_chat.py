@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
+from dmt_proxy.api.auth import Tenants, scoped_user
 from dmt_proxy.api.errors import error_body
 from dmt_proxy.errors import InvalidRequest, PayloadTooLarge, RequestError, UpstreamError
 from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
@@ -73,14 +74,23 @@ def _enum_header(request: Request, name: str, enum: type[Any], default: Any) -> 
                              param=name) from None  # fmt: skip
 
 
-def build_context(request: Request, req: ChatCompletionRequest) -> RequestContext:
+def authenticate(request: Request) -> str | None:
+    """The tenant of the request (``None`` when the proxy is single-tenant)."""
+    tenants: Tenants | None = request.app.state.tenants
+    return tenants.authenticate(request) if tenants is not None else None
+
+
+def build_context(
+    request: Request, req: ChatCompletionRequest, tenant: str | None
+) -> RequestContext:
     policy = request.app.state.policy
     user = request.headers.get("x-dmt-user") or req.user
+    user = scoped_user(tenant, user.strip()) if user and user.strip() else None
     return RequestContext(
         request_id=request.state.request_id,
         mode=_enum_header(request, "x-dmt-mode", Mode, policy.mode),
         memory=_enum_header(request, "x-dmt-memory", MemoryAccess, MemoryAccess.READ_WRITE),
-        user=user.strip() if user and user.strip() else None,
+        user=user,
         started=request.state.started,
     )
 
@@ -102,9 +112,10 @@ def _sse(payload: dict[str, Any]) -> bytes:
 async def chat_completions(request: Request) -> Response:
     state = request.app.state
     pipeline: ChatPipeline = state.pipeline
+    tenant = authenticate(request)
     body = await read_body(request, state.settings.max_body_bytes)
     req = parse_chat_request(body)
-    ctx = build_context(request, req)
+    ctx = build_context(request, req, tenant)
     request.state.mode = ctx.mode.value
     if not req.stream:
         completion = await pipeline.complete(req, ctx)
@@ -142,6 +153,7 @@ async def chat_completions(request: Request) -> Response:
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> JSONResponse:
+    authenticate(request)
     registry = request.app.state.registry
     created = int(time.time())
     data = [

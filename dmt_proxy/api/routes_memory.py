@@ -29,7 +29,9 @@ def require_admin(request: Request) -> MemoryPipeline:
         raise Forbidden("The memory admin API is disabled: start the proxy with DMT_ADMIN_KEY set.")
     header = request.headers.get("authorization", "")
     scheme, _, supplied = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(supplied.strip().encode(), expected.encode()):
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        supplied.strip().encode(), expected.encode()
+    ):
         raise Unauthorized("Missing or wrong admin key (Authorization: Bearer <DMT_ADMIN_KEY>).")
     memory: MemoryPipeline | None = request.app.state.memory
     if memory is None:
@@ -75,7 +77,11 @@ async def list_memories(request: Request, user: str = Query(...)) -> JSONRespons
     data = [record_json(r) for r in records]
     known = {r["id"] for r in data}
     # Writes acknowledged but not yet in the backend are listed too, as pending.
-    data += [queued_json(i) for i in await memory.outbox.pending(user) if not i.stored and i.id not in known]
+    data += [
+        queued_json(i)
+        for i in await memory.outbox.pending(user)
+        if not i.stored and i.id not in known
+    ]
     data.sort(key=lambda r: r["created_at"])
     return JSONResponse({"object": "list", "data": data})
 
@@ -116,4 +122,6 @@ async def outbox_status(request: Request) -> JSONResponse:
     """Pending memory writes: lets a harness wait until every write is stored and audited."""
     memory = require_admin(request)
     depth, oldest = await memory.outbox.stats()
-    return JSONResponse({"object": "outbox", "depth": depth, "oldest_pending_age_s": round(oldest, 3)})
+    return JSONResponse(
+        {"object": "outbox", "depth": depth, "oldest_pending_age_s": round(oldest, 3)}
+    )

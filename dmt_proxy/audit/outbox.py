@@ -130,10 +130,20 @@ class Outbox:
         )
         return [
             OutboxItem(
-                id=r[0], user=r[1], agent=r[2], session=r[3], query=r[4], answer=r[5],
-                request_id=r[6], mode=r[7], created_at=r[8], attempts=r[9], stored=bool(r[10]),
-                verdict=json.loads(r[11]) if r[11] else None, last_error=r[12],
-            )  # fmt: skip
+                id=r[0],
+                user=r[1],
+                agent=r[2],
+                session=r[3],
+                query=r[4],
+                answer=r[5],
+                request_id=r[6],
+                mode=r[7],
+                created_at=r[8],
+                attempts=r[9],
+                stored=bool(r[10]),
+                verdict=json.loads(r[11]) if r[11] else None,
+                last_error=r[12],
+            )
             for r in cur.fetchall()
         ]
 

@@ -22,7 +22,9 @@ from datetime import datetime
 
 from dmt_proxy.tags import AuditStatus, BiasTag
 
-RESERVED = re.compile(r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories", re.I)
+RESERVED = re.compile(
+    r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,10 @@ def _entry(index: int, item: RenderItem, *, with_tags: bool) -> dict[str, object
         entry["date"] = item.created_at.date().isoformat()
     if with_tags:
         entry["audit"] = item.audit_status.value
-        if item.tag is not None and item.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED):
+        if item.tag is not None and item.audit_status in (
+            AuditStatus.TAGGED,
+            AuditStatus.QUARANTINED,
+        ):
             entry["bias_tag"] = {
                 "bias_type": item.tag.bias_type,
                 "target_group": neutralize(item.tag.target_group, max_chars=200),

@@ -58,7 +58,9 @@ class MemoryPipeline:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
             log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
             self.metrics.memory_skipped.labels("store_unavailable").inc()
-            ctx.headers["x-dmt-memory"] = f"unavailable ({type(exc).__name__}); answered without memory"
+            ctx.headers["x-dmt-memory"] = (
+                f"unavailable ({type(exc).__name__}); answered without memory"
+            )
             return []
         finally:
             self.metrics.retrieval_duration.labels(self.backend_name).observe(

@@ -118,7 +118,9 @@ class OutboxWorker:
         except Exception as exc:  # a bug here must not kill the worker or lose the row
             log.exception("outbox item %s failed unexpectedly", item.id)
             with contextlib.suppress(Exception):
-                await self.outbox.retry_later(item.id, f"unexpected: {exc!r}", backoff_s(item.attempts))
+                await self.outbox.retry_later(
+                    item.id, f"unexpected: {exc!r}", backoff_s(item.attempts)
+                )
         finally:
             self._in_flight.discard(item.id)
             sem.release()
@@ -148,7 +150,9 @@ class OutboxWorker:
             except Exception as exc:
                 self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
                 log.warning("memory write %s failed, will retry: %s", item.id, exc)
-                await self.outbox.retry_later(item.id, f"backend write: {exc}", backoff_s(item.attempts))
+                await self.outbox.retry_later(
+                    item.id, f"backend write: {exc}", backoff_s(item.attempts)
+                )
                 return
             self.metrics.memory_writes.labels(self.backend_name, "stored").inc()
             await self.outbox.mark_stored(item.id)
@@ -184,7 +188,9 @@ class OutboxWorker:
             return await self.auditor.audit(candidate)
         except AuditorUnavailable as exc:
             if exc.status_code == 503 and item.attempts + 1 < self.policy.max_attempts:
-                await self.outbox.retry_later(item.id, f"auditor: {exc.message}", backoff_s(item.attempts))
+                await self.outbox.retry_later(
+                    item.id, f"auditor: {exc.message}", backoff_s(item.attempts)
+                )
                 return None
             return AuditVerdict.failed(
                 f"auditor unavailable after {item.attempts + 1} attempt(s): {exc.message}",
@@ -208,12 +214,16 @@ class OutboxWorker:
                 await self.backend.delete(item.id)
                 self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
             else:
-                await self.backend.update(scope, item.id, audit_status=decision.status, tag=decision.tag)
+                await self.backend.update(
+                    scope, item.id, audit_status=decision.status, tag=decision.tag
+                )
                 if decision.status is AuditStatus.QUARANTINED:
                     self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
-            await self.outbox.retry_later(item.id, f"backend update: {exc}", backoff_s(item.attempts))
+            await self.outbox.retry_later(
+                item.id, f"backend update: {exc}", backoff_s(item.attempts)
+            )
             return
         if decision.status is AuditStatus.FAILED:
             log.warning("audit of %s failed: %s", item.id, decision.reason)

@@ -70,6 +70,23 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(settings, args.model, args.question, args.user)
 
 
+def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
+    from dmt_proxy.api.auth import Tenants, hash_key
+
+    if args.action == "hash-key":
+        key = sys.stdin.readline().strip() if args.value in (None, "-") else args.value
+        if not key:
+            raise ConfigError("no key given (argument, or '-' to read one line from stdin)")
+        print(hash_key(key))
+    else:
+        path = Path(args.value or settings.tenants_file or "")
+        tenants = Tenants.load(path)
+        print(
+            f"{path}: {len(tenants.by_hash)} tenant(s): {', '.join(sorted(tenants.by_hash.values()))}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dmt-proxy", description=__doc__)
     parser.add_argument("--state-dir", type=Path, help="state directory (DMT_STATE_DIR)")
@@ -94,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", type=float, default=180.0, help="start: seconds to wait for health"
     )
     models.set_defaults(func=cmd_models)
+
+    tenants = sub.add_parser(
+        "tenants", help="hash an API key for the tenants file, or check a file"
+    )
+    tenants.add_argument("action", choices=["hash-key", "check"])
+    tenants.add_argument(
+        "value", nargs="?", help="hash-key: the key ('-' = stdin); check: the file"
+    )
+    tenants.set_defaults(func=cmd_tenants)
 
     demo = sub.add_parser("demo", help="start the local model and the proxy, send one real request")
     demo.add_argument("--model", default="qwen2.5-0.5b", help="local model (default qwen2.5-0.5b)")

@@ -35,7 +35,9 @@ def relay(local_model_base_url: Callable[[str], str]) -> Iterator[RecordingRelay
     relay.stop()
 
 
-def write_policy(path: Path, relay: RecordingRelay, *, backend: str = "mem0", mode: str = "dmt") -> Path:
+def write_policy(
+    path: Path, relay: RecordingRelay, *, backend: str = "mem0", mode: str = "dmt"
+) -> Path:
     path.write_text(
         "version: 1\n"
         f"mode: '{mode}'\n"
@@ -54,7 +56,9 @@ def admin_list(proxy: ProxyProcess, user: str) -> list[dict[str, Any]]:
     return list(resp.json()["data"])
 
 
-def wait_settled(proxy: ProxyProcess, user: str, count: int, timeout_s: float = 600) -> list[dict[str, Any]]:
+def wait_settled(
+    proxy: ProxyProcess, user: str, count: int, timeout_s: float = 600
+) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     rows: list[dict[str, Any]] = []
     while time.monotonic() < deadline:

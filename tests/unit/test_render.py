@@ -77,9 +77,10 @@ def test_forged_tags_and_delimiters_stay_inside_the_text() -> None:
 
 def test_nonce_is_random_per_render() -> None:
     item = [RenderItem("x", None, AuditStatus.CLEAN, None)]
-    assert parse_block(render_memories(item, with_tags=True))[0] != parse_block(
-        render_memories(item, with_tags=True)
-    )[0]
+    assert (
+        parse_block(render_memories(item, with_tags=True))[0]
+        != parse_block(render_memories(item, with_tags=True))[0]
+    )
 
 
 def test_neutralize_bounds_length_and_rewrites_reserved_words() -> None:

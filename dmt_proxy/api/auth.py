@@ -1,0 +1,98 @@
+"""Tenant API keys: which tenant a chat request belongs to.
+
+Keys are configured in a YAML file (``DMT_TENANTS_FILE``) as SHA-256 hashes, never in
+clear::
+
+    version: 1
+    tenants:
+      - name: acme
+        key_sha256: 9f86d081884c7d65...   # dmt-proxy tenants hash-key <key>
+
+With a tenants file, every ``/v1/chat/completions`` and ``/v1/models`` request must
+carry ``Authorization: Bearer <key>``; the memory scope becomes ``<tenant>/<user>``,
+so two tenants' users never share memories even under the same user name.
+Without a file the proxy is single-tenant and open (bind it to localhost).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from fastapi import Request
+
+from dmt_proxy.errors import ConfigError, Unauthorized
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest stored for an API key."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Tenants:
+    """Hashed keys -> tenant names."""
+
+    by_hash: dict[str, str]
+
+    @classmethod
+    def load(cls, path: Path) -> Tenants:
+        """Read and validate a tenants file (clear ConfigError on any problem)."""
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read tenants file {path}: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"tenants file {path} is not valid YAML: {exc}") from exc
+        if (
+            not isinstance(raw, dict)
+            or raw.get("version") != 1
+            or not isinstance(raw.get("tenants"), list)
+        ):
+            raise ConfigError(f"tenants file {path}: expected 'version: 1' and a 'tenants' list")
+        by_hash: dict[str, str] = {}
+        for i, entry in enumerate(raw["tenants"]):
+            if not isinstance(entry, dict):
+                raise ConfigError(f"tenants file {path}: entry {i} is not a mapping")
+            name, digest = str(entry.get("name", "")), str(entry.get("key_sha256", "")).lower()
+            if not _NAME.match(name):
+                raise ConfigError(
+                    f"tenants file {path}: entry {i}: bad name {name!r} ([A-Za-z0-9_.-], ≤64)"
+                )
+            if not _HEX.match(digest):
+                raise ConfigError(
+                    f"tenants file {path}: tenant {name}: key_sha256 must be 64 hex digits"
+                )
+            if digest in by_hash:
+                raise ConfigError(f"tenants file {path}: tenant {name} reuses another tenant's key")
+            by_hash[digest] = name
+        if not by_hash:
+            raise ConfigError(f"tenants file {path} lists no tenants")
+        return cls(by_hash=by_hash)
+
+    def authenticate(self, request: Request) -> str:
+        """The tenant of ``request``, or ``Unauthorized``."""
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        supplied = hash_key(key.strip()) if scheme.lower() == "bearer" and key.strip() else ""
+        found = ""
+        # Compare against every entry so the time taken does not depend on which matched.
+        for digest, name in self.by_hash.items():
+            if hmac.compare_digest(supplied.encode(), digest.encode()):
+                found = name
+        if not found:
+            raise Unauthorized("Missing or unknown API key (Authorization: Bearer <key>).")
+        return found
+
+
+def scoped_user(tenant: str | None, user: str | None) -> str | None:
+    """The memory scope's user id: namespaced by tenant when tenancy is on."""
+    if user is None:
+        return None
+    return f"{tenant}/{user}" if tenant else user
