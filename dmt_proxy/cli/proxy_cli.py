@@ -87,6 +87,64 @@ def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from dmt_proxy.audit.backfill import DEFAULT_STATUSES, backfill
+    from dmt_proxy.audit.setup import build_auditor
+    from dmt_proxy.memory.registry import BackendConfig, create_backend
+    from dmt_proxy.tags import AuditStatus
+    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+    from dmt_proxy.upstream.openai_compat import DispatchingChatModel, OpenAICompatChatModel
+    from dmt_proxy.upstream.registry import ModelRegistry
+
+    policy = settings.load_policy()
+    statuses = (
+        frozenset(AuditStatus(s.strip()) for s in args.status.split(","))
+        if args.status
+        else DEFAULT_STATUSES
+    )
+
+    async def run() -> int:
+        import litellm
+
+        general = LiteLLMChatModel()
+        fast = OpenAICompatChatModel()
+        chat = DispatchingChatModel(fast, general)
+        providers = frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+        registry = ModelRegistry(settings, policy, providers)
+        try:
+            backend = await create_backend(
+                policy.memory.backend, BackendConfig(state_dir=settings.state_dir)
+            )
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: {exc}. "
+                "Is a proxy running on this state directory? Stop it first."
+            ) from exc
+        users = list(args.user or [])
+        if not users:
+            lister = getattr(backend, "users", None)
+            if lister is None:
+                await backend.close()
+                raise ConfigError(
+                    f"the {policy.memory.backend} backend cannot list users: pass --user"
+                )
+            users = list(await lister())
+        try:
+            report = await backfill(backend, build_auditor(policy, registry, chat), policy.audit,
+                                    users, statuses=statuses, progress=_print)  # fmt: skip
+        finally:
+            await backend.close()
+            await fast.aclose()
+        _print(report.model_dump_json(indent=2))
+        return 0 if report.unavailable == 0 else 1
+
+    return asyncio.run(run())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dmt-proxy", description=__doc__)
     parser.add_argument("--state-dir", type=Path, help="state directory (DMT_STATE_DIR)")
@@ -111,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", type=float, default=180.0, help="start: seconds to wait for health"
     )
     models.set_defaults(func=cmd_models)
+
+    backfill = sub.add_parser("audit-backfill", help="audit memories written without an audit")
+    backfill.add_argument("--user", action="append", help="user scope to backfill (repeatable)")
+    backfill.add_argument(
+        "--policy", dest="policy_file", type=Path, help="policy YAML (DMT_POLICY_FILE)"
+    )
+    backfill.add_argument(
+        "--status", help="statuses to (re)audit, comma-separated (default: unaudited,failed)"
+    )
+    backfill.set_defaults(func=cmd_backfill)
 
     tenants = sub.add_parser(
         "tenants", help="hash an API key for the tenants file, or check a file"

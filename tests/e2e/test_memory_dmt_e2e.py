@@ -139,3 +139,34 @@ def test_kill_9_with_pending_writes_loses_none(
     rows = wait_settled(restarted, "crash-user", len(questions))
     texts = sorted(r["text"].split("\n")[0] for r in rows)
     assert texts == sorted(f"User: {q}" for q in questions), "a write was lost or duplicated"
+
+
+def test_audit_backfill_tags_memories_written_with_mode_off(
+    proxy_factory: Callable[..., ProxyProcess], relay: RecordingRelay, tmp_path: Path,
+    local_model_base_url: Callable[[str], str],
+) -> None:  # fmt: skip
+    import os
+    import subprocess
+    import sys
+
+    local_model_base_url("qwen2.5-1.5b")
+    policy = write_policy(tmp_path / "policy.yaml", relay, mode="off")
+    state = tmp_path / "state"
+    env = {"DMT_ADMIN_KEY": ADMIN_KEY}
+    proxy = proxy_factory("--policy", str(policy), env=env, state_dir=state)
+    client = OpenAI(base_url=proxy.base_url, api_key="unused")
+    chat(client, BIASED, "old-user")
+    chat(client, NEUTRAL, "old-user")
+    assert {r["audit_status"] for r in wait_settled(proxy, "old-user", 2)} == {"unaudited"}
+    proxy.stop()
+    out = subprocess.run(
+        [sys.executable, "-m", "dmt_proxy.cli.proxy_cli", "audit-backfill", "--user", "old-user",
+         "--policy", str(policy)],
+        env={**os.environ, "DMT_STATE_DIR": str(state)}, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    restarted = proxy_factory("--policy", str(policy), env=env, state_dir=state)
+    rows = {r["text"].split("\n")[0]: r for r in admin_list(restarted, "old-user")}
+    assert rows["User: " + BIASED]["audit_status"] == "tagged"
+    assert rows["User: " + NEUTRAL]["audit_status"] == "clean"
