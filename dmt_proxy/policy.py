@@ -80,7 +80,7 @@ class AuditPolicy(BaseModel):
     action: TagAction = TagAction.TAG
     action_per_domain: dict[str, TagAction] = Field(default_factory=dict)
     auditor_model: str = "local/qwen2.5-1.5b"
-    auditor_prompt: str = "auditor_v1"
+    auditor_prompt: str = "auditor_v2"
     ssp_prompt: str = "ssp_v1"
     dmt_prompt: str = "dmt_render_v1"
     first_stage: str = "off"

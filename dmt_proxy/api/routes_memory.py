@@ -7,14 +7,24 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
+from dmt_proxy.api.openapi import (
+    Memory,
+    MemoryDeleted,
+    MemoryList,
+    OutboxStatus,
+    UserMemoriesDeleted,
+    error_responses,
+)
 from dmt_proxy.audit.outbox import OutboxItem
 from dmt_proxy.audit.service import MemoryPipeline
 from dmt_proxy.audit.worker import interaction_text
 from dmt_proxy.errors import NotFound, RequestError, Unauthorized
 from dmt_proxy.memory.base import MemoryRecord, Scope
 
-router = APIRouter()
+# Every admin route can answer these; each route adds its own 200 (and 400 where it has input).
+router = APIRouter(responses=error_responses(401, 403, 404))
 
 
 class Forbidden(RequestError):
@@ -66,10 +76,14 @@ def queued_json(item: OutboxItem) -> dict[str, Any]:
 def _user(user: str) -> Scope:
     if not user.strip():
         raise RequestError("Query parameter 'user' must not be empty.", param="user")
-    return Scope(user=user)
+    try:
+        return Scope(user=user)
+    except ValidationError as exc:  # too long, control characters: the client's mistake
+        reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise RequestError(f"Invalid value for 'user': {reason}.", param="user") from None
 
 
-@router.get("/v1/memories")
+@router.get("/v1/memories", responses={200: {"model": MemoryList}, **error_responses(400)})
 async def list_memories(request: Request, user: str = Query(...)) -> JSONResponse:
     memory = require_admin(request)
     scope = _user(user)
@@ -86,7 +100,7 @@ async def list_memories(request: Request, user: str = Query(...)) -> JSONRespons
     return JSONResponse({"object": "list", "data": data})
 
 
-@router.get("/v1/memories/{memory_id}")
+@router.get("/v1/memories/{memory_id}", responses={200: {"model": Memory}})
 async def get_memory(request: Request, memory_id: str) -> JSONResponse:
     memory = require_admin(request)
     record = await memory.backend.get(None, memory_id)
@@ -98,7 +112,7 @@ async def get_memory(request: Request, memory_id: str) -> JSONResponse:
     raise NotFound(f"No memory with id '{memory_id}'.", param="id")
 
 
-@router.delete("/v1/memories/{memory_id}")
+@router.delete("/v1/memories/{memory_id}", responses={200: {"model": MemoryDeleted}})
 async def delete_memory(request: Request, memory_id: str) -> JSONResponse:
     memory = require_admin(request)
     cancelled = await memory.outbox.cancel(memory_id)
@@ -108,7 +122,9 @@ async def delete_memory(request: Request, memory_id: str) -> JSONResponse:
     return JSONResponse({"id": memory_id, "object": "memory", "deleted": True})
 
 
-@router.delete("/v1/memories")
+@router.delete(
+    "/v1/memories", responses={200: {"model": UserMemoriesDeleted}, **error_responses(400)}
+)
 async def delete_user_memories(request: Request, user: str = Query(...)) -> JSONResponse:
     memory = require_admin(request)
     scope = _user(user)
@@ -117,7 +133,7 @@ async def delete_user_memories(request: Request, user: str = Query(...)) -> JSON
     return JSONResponse({"user": user, "deleted": int(deleted) + cancelled, "object": "list"})
 
 
-@router.get("/v1/admin/outbox")
+@router.get("/v1/admin/outbox", responses={200: {"model": OutboxStatus}})
 async def outbox_status(request: Request) -> JSONResponse:
     """Pending memory writes: lets a harness wait until every write is stored and audited."""
     memory = require_admin(request)

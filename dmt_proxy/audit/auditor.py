@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 
+DEFAULT_PROMPT_VERSION = "auditor_v2"
+"""Best measured prompt (benchmarks/results/auditor_eval_*_test_n20.md); the policy names its own."""
+
 # Slack on top of the call's own timeout before we stop waiting ourselves.
 _TIMEOUT_GRACE_S = 5.0
 
@@ -119,7 +122,7 @@ class LLMAuditor:
         chat: ChatModel,
         call: AuditorCall,
         *,
-        prompt_version: str = "auditor_v1",
+        prompt_version: str = DEFAULT_PROMPT_VERSION,
         policy: AuditPolicy | None = None,
         metrics: Metrics | None = None,
     ) -> None:

@@ -28,15 +28,17 @@ import json
 import re
 import threading
 from functools import lru_cache
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.resources import data_dir
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PROTOTYPES_VERSION = "stereotypes_v1"
 CLASSIFIER_VERSION = "first_stage_classifier_v1"
@@ -218,6 +220,8 @@ class EmbeddingFirstStage:
         self._domains: list[str] = [d for d, texts in PROTOTYPES.items() for _ in texts]
 
     def _prototype_matrix(self) -> np.ndarray:
+        import numpy as np  # with the embedder's extra; importing this module must not need it
+
         with self._lock:
             if self._prototypes is None:
                 texts = [t for group in PROTOTYPES.values() for t in group]
@@ -226,6 +230,8 @@ class EmbeddingFirstStage:
 
     def score_many(self, texts: list[str]) -> list[FirstStageScore]:
         """Scores of several memories, with one embedding call for all their pieces."""
+        import numpy as np
+
         protos = self._prototype_matrix()
         pieces = [split_pieces(t) for t in texts]
         flat = [p for group in pieces for p in group]

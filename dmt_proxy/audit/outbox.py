@@ -9,6 +9,13 @@ their final memory id, so a retry after a crash updates instead of duplicating.
 
 All SQLite work runs on one dedicated thread: the connection is not shared
 across threads, and the event loop never blocks on an fsync.
+
+Versions: the file's layout version is ``PRAGMA user_version``
+(``OUTBOX_SCHEMA_VERSION``); every row also carries ``schema_version``, the format
+of its payload, so a later release can convert old rows one by one. Opening a
+file migrates older layouts in one transaction (version 0 is the unversioned
+layout shipped before versions existed) and refuses a newer one with a
+``ConfigError`` rather than guess at it.
 """
 
 from __future__ import annotations
@@ -23,9 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dmt_proxy.errors import ConfigError
+
 T = TypeVar("T")
 
-_SCHEMA = """
+OUTBOX_SCHEMA_VERSION = 1
+"""Layout of the outbox file (``PRAGMA user_version``); bump it with a migration step."""
+ROW_SCHEMA_VERSION = 1
+"""Format of a row's payload (query, answer, verdict JSON) as written by this release."""
+
+_TABLE = """
 CREATE TABLE IF NOT EXISTS outbox (
     id TEXT PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -40,10 +54,38 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_attempt_at REAL NOT NULL,
     last_error TEXT,
     stored INTEGER NOT NULL DEFAULT 0,
-    verdict TEXT
-);
-CREATE INDEX IF NOT EXISTS outbox_due ON outbox (next_attempt_at);
-"""
+    verdict TEXT,
+    schema_version INTEGER NOT NULL DEFAULT 1
+)"""
+_INDEX = "CREATE INDEX IF NOT EXISTS outbox_due ON outbox (next_attempt_at)"
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> int:
+    """Bring the outbox file to ``OUTBOX_SCHEMA_VERSION``; returns the version found."""
+    conn.execute("BEGIN IMMEDIATE")  # one writer at a time, so two processes cannot both migrate
+    try:
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if found > OUTBOX_SCHEMA_VERSION:
+            raise ConfigError(
+                f"outbox {path} has layout version {found}, newer than this dmt-proxy "
+                f"understands ({OUTBOX_SCHEMA_VERSION}): it was written by a later release. "
+                "Upgrade dmt-proxy, or point DMT_STATE_DIR elsewhere."
+            )
+        if found < OUTBOX_SCHEMA_VERSION:
+            conn.execute(_TABLE)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(outbox)")}
+            # 0 -> 1: rows of the unversioned layout already have the version-1 payload format.
+            if "schema_version" not in columns:
+                conn.execute(
+                    "ALTER TABLE outbox ADD COLUMN schema_version INTEGER NOT NULL DEFAULT 1"
+                )
+            conn.execute(_INDEX)
+            conn.execute(f"PRAGMA user_version = {OUTBOX_SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found
 
 
 @dataclass(frozen=True)
@@ -64,6 +106,8 @@ class OutboxItem:
     """The record already reached the backend (as ``pending``); only the audit is left."""
     verdict: dict[str, Any] | None
     last_error: str | None
+    schema_version: int = ROW_SCHEMA_VERSION
+    """Payload format of the row (``ROW_SCHEMA_VERSION`` when written by this release)."""
 
 
 class Outbox:
@@ -74,13 +118,23 @@ class Outbox:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dmt-outbox")
         self._conn: sqlite3.Connection | None = None
-        self._executor.submit(self._open, synchronous).result()
+        self.found_version = 0
+        """Layout version of the file before it was opened (0: new or unversioned)."""
+        try:
+            self._executor.submit(self._open, synchronous).result()
+        except BaseException:
+            self._executor.shutdown(wait=True)
+            raise
 
     def _open(self, synchronous: str) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        conn.executescript(_SCHEMA)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            self.found_version = migrate(conn, self.path)
+        except BaseException:
+            conn.close()
+            raise
         self._conn = conn
 
     @property
@@ -97,7 +151,7 @@ class Outbox:
     def _enqueue(self, row: tuple[Any, ...]) -> None:
         self._db.execute(
             "INSERT INTO outbox (id, user_id, agent_id, session_id, query, answer, request_id,"
-            " mode, created_at, next_attempt_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            " mode, created_at, next_attempt_at, schema_version) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             row,
         )
 
@@ -115,7 +169,8 @@ class Outbox:
         """Commit a write and return its memory id (returns after the commit)."""
         item_id = f"mem_{uuid.uuid4().hex}"
         now = time.time()
-        row = (item_id, user, agent, session, query, answer, request_id, mode, now, now)
+        row = (item_id, user, agent, session, query, answer, request_id, mode, now, now,
+               ROW_SCHEMA_VERSION)  # fmt: skip
         await self._run(self._enqueue, row)
         return item_id
 
@@ -124,7 +179,7 @@ class Outbox:
     def _due(self, limit: int, now: float) -> list[OutboxItem]:
         cur = self._db.execute(
             "SELECT id, user_id, agent_id, session_id, query, answer, request_id, mode,"
-            " created_at, attempts, stored, verdict, last_error FROM outbox"
+            " created_at, attempts, stored, verdict, last_error, schema_version FROM outbox"
             " WHERE next_attempt_at <= ? ORDER BY created_at LIMIT ?",
             (now, limit),
         )
@@ -143,6 +198,7 @@ class Outbox:
                 stored=bool(r[10]),
                 verdict=json.loads(r[11]) if r[11] else None,
                 last_error=r[12],
+                schema_version=r[13],
             )
             for r in cur.fetchall()
         ]

@@ -27,7 +27,7 @@ from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.outbox import Outbox, OutboxItem
 from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict
-from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.memory.base import MAX_TEXT_CHARS, MemoryBackend, MemoryRecord, Scope
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus
@@ -37,9 +37,23 @@ log = logging.getLogger(__name__)
 FIRST_STAGE_LABEL = "first-stage-embedding"
 
 
+_CUT_MARKER = " […]"
+
+
 def interaction_text(query: str, answer: str) -> str:
-    """The stored memory text for an interaction ``(q_t, r_t)`` (paper §4.1)."""
-    return f"User: {query}\nAssistant: {answer}"
+    """The stored memory text for an interaction ``(q_t, r_t)`` (paper §4.1).
+
+    Cut to ``MAX_TEXT_CHARS`` with a visible marker: a longer text (a 3 MB message is
+    a legal request) would fail record validation on every retry, forever.
+    """
+    text = f"User: {query}\nAssistant: {answer}"
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: MAX_TEXT_CHARS - len(_CUT_MARKER)] + _CUT_MARKER
+    return text
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + _CUT_MARKER
 
 
 def backoff_s(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
@@ -139,8 +153,9 @@ class OutboxWorker:
                 id=item.id,
                 scope=scope,
                 text=interaction_text(item.query, item.answer),
-                query=item.query,
-                answer=item.answer,
+                # Same bound as the text: a store must not keep megabytes per interaction.
+                query=_bounded(item.query),
+                answer=_bounded(item.answer),
                 created_at=datetime.fromtimestamp(item.created_at, UTC),
                 audit_status=AuditStatus.PENDING if mode.uses_dmt else AuditStatus.UNAUDITED,
                 metadata={"request_id": item.request_id, "mode": item.mode},
@@ -178,7 +193,7 @@ class OutboxWorker:
             if not decision.send_to_auditor:
                 return AuditVerdict.clean(
                     score=0.0,
-                    rationale=f"first stage: max stereotype similarity {decision.score.score:.2f} "
+                    rationale=f"first stage ({self.first_stage.method}): score {decision.score.score:.2f} "
                     f"< {decision.threshold:.2f}",
                     auditor=FIRST_STAGE_LABEL,
                 )

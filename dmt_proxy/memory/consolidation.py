@@ -13,7 +13,7 @@ quotes and newlines), so it cannot close a delimiter and pose as instructions.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,20 +22,19 @@ from dmt_proxy.upstream.base import ChatModel, UpstreamCall, completion_text
 
 CONSOLIDATE_PROMPT_VERSION = "consolidate_v1"
 CONSOLIDATE_PROMPT_V1 = """\
-You maintain the long-term memory of an assistant about one user, like LangMem's memory manager.
-You receive a JSON document with EXISTING memories (each with a number) and one NEW interaction
-between the user and the assistant. Decide what the assistant should remember from it.
-
+You extract long-term memories about a user from one conversation turn, like LangMem's memory
+manager. The input is JSON: "EXISTING" memories (numbered) and the "NEW" turn (what the user said
+and what the assistant answered). Answer with JSON only:
+{"memories": [{"content": "...", "replaces": null}]}
 Rules:
-- A memory is one short, self-contained sentence about the user, their situation, preferences,
-  instructions or opinions.
-- Keep what the user states in the user's own terms ("The user believes that ..."). Do not
-  endorse, soften, correct or drop opinions; another component audits them.
-- If the new interaction refines or repeats an existing memory, UPDATE that memory (give its
-  number as "target" and the full new sentence as "content") instead of creating a duplicate.
-- Otherwise CREATE a new memory. At most 3 operations. Return {"operations": []} if nothing in
-  the interaction is worth remembering.
-Answer with JSON only."""
+- Each content is one short sentence about the USER that starts with "The user": a fact,
+  preference, plan, request or opinion the user expressed. Keep the user's own terms: never
+  endorse, soften or correct an opinion (another component audits them).
+- If it updates or repeats an EXISTING memory, set "replaces" to that memory's number and write
+  the full updated sentence; otherwise set "replaces" to null.
+- Write 1 to 3 memories. Only what the user said counts, not the assistant's advice.
+Example: the user says "I moved to Lyon for a nursing job." ->
+{"memories": [{"content": "The user moved to Lyon for a nursing job.", "replaces": null}]}"""
 
 SUMMARY_PROMPT_VERSION = "page_summary_v1"
 SUMMARY_PROMPT_V1 = """\
@@ -51,20 +50,25 @@ class ConsolidationError(Exception):
     """The model's reply was not a valid plan."""
 
 
-class Operation(BaseModel):
-    """One step of a consolidation plan."""
+class ExtractedMemory(BaseModel):
+    """One memory the manager wants stored: new, or replacing EXISTING[replaces]."""
 
     model_config = ConfigDict(extra="ignore")
-    action: Literal["create", "update"]
-    target: str | None = None
     content: str = Field(min_length=1, max_length=2000)
+    replaces: str | None = None
+
+    @property
+    def target(self) -> int | None:
+        """Index of the existing memory this one updates (None: a new memory)."""
+        value = (self.replaces or "").strip()
+        return int(value) if value.isdigit() else None
 
 
 class ConsolidationPlan(BaseModel):
     """What the memory manager decided for one interaction."""
 
     model_config = ConfigDict(extra="ignore")
-    operations: list[Operation] = Field(default_factory=list, max_length=8)
+    memories: list[ExtractedMemory] = Field(default_factory=list, max_length=8)
 
 
 class SummaryReply(BaseModel):
@@ -75,21 +79,21 @@ class SummaryReply(BaseModel):
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "operations": {
+        "memories": {
             "type": "array",
+            "minItems": 1,
             "maxItems": 3,
             "items": {
                 "type": "object",
                 "properties": {
-                    "action": {"type": "string", "enum": ["create", "update"]},
-                    "target": {"type": ["string", "null"]},
-                    "content": {"type": "string", "minLength": 1, "maxLength": 400},
+                    "content": {"type": "string", "minLength": 1, "maxLength": 300},
+                    "replaces": {"type": ["string", "null"]},
                 },
-                "required": ["action", "content"],
+                "required": ["content", "replaces"],
             },
         }
     },
-    "required": ["operations"],
+    "required": ["memories"],
 }
 
 SUMMARY_SCHEMA: dict[str, Any] = {

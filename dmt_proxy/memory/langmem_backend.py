@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
@@ -337,12 +337,10 @@ class LangMemBackend:
             record.query if record.query is not None else record.text,
             record.answer or "",
         )
-        for op in plan.operations:
-            target = None
-            if op.action == "update" and op.target is not None and op.target.isdigit():
-                index = int(op.target)
-                target = existing[index] if index < len(existing) else None
-            await self._derive(scope, record, op.content, target, CONSOLIDATE_PROMPT_VERSION)
+        for memory in plan.memories:
+            index = memory.target
+            target = existing[index] if index is not None and index < len(existing) else None
+            await self._derive(scope, record, memory.content, target, CONSOLIDATE_PROMPT_VERSION)
 
     def _chat_openai(self) -> Any:
         from langchain_openai import ChatOpenAI
@@ -351,7 +349,7 @@ class LangMemBackend:
         return ChatOpenAI(
             model=self._llm.model.removeprefix("openai/"),
             base_url=self._llm.api_base,
-            api_key=self._llm.api_key or "local",
+            api_key=SecretStr(self._llm.api_key or "local"),
             temperature=0,
             timeout=self._llm.timeout_s,
         )

@@ -36,7 +36,7 @@ import asyncio
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, TypeVar
@@ -111,6 +111,10 @@ class PagingStats:
     model_failures: int = 0
 
 
+Archive = tuple[VectorMatrix, dict[str, tuple[str | None, str | None, str]]]
+"""A user's archival vectors and, per id, (agent, session, audit status)."""
+
+
 def _core_key(scope: Scope) -> str:
     return Scope(user=scope.user, agent=scope.agent).key
 
@@ -154,9 +158,7 @@ class LettaPagingBackend:
         self._llm = llm
         self._lock = threading.Lock()
         self._summary_lock = asyncio.Lock()
-        self._archives: dict[
-            str, tuple[VectorMatrix, dict[str, tuple[str | None, str | None, str]]]
-        ] = {}
+        self._archives: dict[str, Archive] = {}
         self._seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
         self._closed = False
         self.stats = PagingStats()
@@ -199,9 +201,7 @@ class LettaPagingBackend:
 
     # -- archival index ---------------------------------------------------------
 
-    def _archive(
-        self, user_key: str
-    ) -> tuple[VectorMatrix, dict[str, tuple[str | None, str | None, str]]]:
+    def _archive(self, user_key: str) -> Archive:
         cached = self._archives.get(user_key)
         if cached is None:
             matrix, meta = VectorMatrix(EMBEDDING_DIMS), {}
@@ -568,7 +568,7 @@ class LettaPagingBackend:
 
         return await self._run(run)
 
-    def _delete_ids(self, user_key: str, ids: list[tuple[str, str]]) -> None:
+    def _delete_ids(self, user_key: str, ids: Sequence[tuple[str, str]]) -> None:
         self._conn.execute("BEGIN")
         for rid, kind in ids:
             self._conn.execute("DELETE FROM records WHERE id = ?", (rid,))

@@ -21,7 +21,7 @@ import asyncio
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,7 @@ class IndexedSqliteStore(BaseStore):
         with self._lock:
             return sorted(self._namespaces_of.get(key, ()))
 
-    def _text(self, value: dict[str, Any], index: list[str] | None) -> str:
+    def _text(self, value: Mapping[str, Any], index: list[str] | None) -> str:
         texts: list[str] = []
         for path in index or self._fields:
             texts.extend(t for t in get_text_at_path(value, path) if t)

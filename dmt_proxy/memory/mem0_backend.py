@@ -84,7 +84,7 @@ def _import_memory_class() -> Any:
     # Read at mem0's import time: if mem0 was imported before us with telemetry on,
     # switch it off in the loaded modules too.
     mem0_telemetry.MEM0_TELEMETRY = False
-    mem0_main.MEM0_TELEMETRY = False  # type: ignore[attr-defined]
+    mem0_main.MEM0_TELEMETRY = False
     return mem0_main.Memory
 
 

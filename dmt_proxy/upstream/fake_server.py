@@ -6,9 +6,12 @@ headers or process-wide with ``FakeUpstreamConfig``:
 
 * ``delay_s``: sleep before answering;
 * ``fail_status``: answer with this HTTP status and an OpenAI error body;
-* ``truncate``: streams stop after the first chunk without ``[DONE]``.
+* ``truncate``: streams stop after the first chunk without ``[DONE]``;
+* ``answer``: the canned reply (e.g. a verdict JSON, to stand in for an auditor).
 
-Run it: ``python -m dmt_proxy.upstream.fake_server --port 9100``.
+Run it: ``python -m dmt_proxy.upstream.fake_server --port 9100`` (every setting is
+also a flag, so a proxy process can be pointed at a failing upstream). ``/health``
+reports how many chat requests it received, so tests can count retries.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ class FakeUpstreamConfig:
     fail_status: int | None = None
     truncate: bool = False
     stream_chunks: int = 8
+    answer: str = ANSWER
 
 
-def _completion(model: str) -> dict[str, Any]:
+def _completion(model: str, answer: str = ANSWER) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -46,7 +50,7 @@ def _completion(model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": ANSWER},
+                "message": {"role": "assistant", "content": answer},
                 "finish_reason": "stop",
             }
         ],
@@ -88,8 +92,8 @@ def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
                 status_code=status,
             )  # fmt: skip
         if not body.get("stream"):
-            return JSONResponse(_completion(model))
-        words = ANSWER.split(" ")
+            return JSONResponse(_completion(model, cfg.answer))
+        words = cfg.answer.split(" ")
         per_chunk = max(1, len(words) // max(cfg.stream_chunks, 1))
 
         async def events() -> AsyncIterator[bytes]:
@@ -124,9 +128,16 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=9100)
-    parser.add_argument("--delay-s", type=float, default=0.0)
+    parser.add_argument("--delay-s", type=float, default=0.0, help="sleep before answering")
+    parser.add_argument("--fail-status", type=int, default=None,
+                        help="answer every request with this HTTP status")  # fmt: skip
+    parser.add_argument("--truncate", action="store_true",
+                        help="end streams after the first chunk, without [DONE]")  # fmt: skip
+    parser.add_argument("--answer", default=ANSWER, help="the canned reply")
     args = parser.parse_args()
-    app = create_fake_upstream(FakeUpstreamConfig(delay_s=args.delay_s))
+    config = FakeUpstreamConfig(delay_s=args.delay_s, fail_status=args.fail_status,
+                                truncate=args.truncate, answer=args.answer)  # fmt: skip
+    app = create_fake_upstream(config)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 

@@ -7,10 +7,16 @@ plain pooled httpx request. For routes that already speak the OpenAI wire format
 the request itself on one shared connection pool; every other provider goes
 through litellm, which translates formats. ``DMT_UPSTREAM_CLIENT=litellm`` sends
 everything through litellm.
+
+Retries: ``call.max_retries`` (``DMT_UPSTREAM_MAX_RETRIES``) extra attempts, as
+litellm's ``num_retries`` does on its path, for server errors, timeouts, dropped
+connections and rate limits; never for other 4xx (the request itself is wrong) and,
+for streams, only before the first chunk (after it the client has seen output).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -39,6 +45,16 @@ def _upstream_message(response: httpx.Response) -> str:
     except (json.JSONDecodeError, UnicodeDecodeError):
         pass
     return response.text[:500] or response.reason_phrase
+
+
+def retryable(exc: UpstreamError) -> bool:
+    """Whether another attempt can help: everything but a 4xx other than 429."""
+    return not isinstance(exc, UpstreamRejected) or exc.status_code == 429
+
+
+def retry_delay_s(attempt: int) -> float:
+    """Pause after failed attempt ``attempt`` (0-based): 0.25 s doubling, capped at 2 s."""
+    return float(min(2.0, 0.25 * 2 ** min(attempt, 10)))
 
 
 class OpenAICompatChatModel:
@@ -90,6 +106,17 @@ class OpenAICompatChatModel:
         return UpstreamError(f"upstream {where} is unreachable ({kind}: {exc})", upstream=where)
 
     async def complete(self, call: UpstreamCall) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            try:
+                return await self._complete_once(call)
+            except UpstreamError as exc:
+                if attempt >= call.max_retries or not retryable(exc):
+                    raise
+            await asyncio.sleep(retry_delay_s(attempt))
+            attempt += 1
+
+    async def _complete_once(self, call: UpstreamCall) -> dict[str, Any]:
         url, body, headers = self._request(call, stream=False)
         try:
             response = await self._client.post(
@@ -107,18 +134,35 @@ class OpenAICompatChatModel:
             ) from exc
         return data
 
-    async def stream(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+    async def _open_stream(self, call: UpstreamCall) -> httpx.Response:
+        """Send the request; the response once its status is 200 (retried before that)."""
         url, body, headers = self._request(call, stream=True)
-        request = self._client.build_request("POST", url, json=body, headers=headers,
-                                             timeout=call.timeout_s)  # fmt: skip
+        attempt = 0
+        while True:
+            request = self._client.build_request("POST", url, json=body, headers=headers,
+                                                 timeout=call.timeout_s)  # fmt: skip
+            try:
+                response = await self._client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                error = self._error(call, exc)
+            else:
+                if response.status_code == 200:
+                    return response
+                try:
+                    await response.aread()
+                    error = self._error(call, response=response)
+                except httpx.HTTPError as exc:
+                    error = self._error(call, exc)
+                finally:
+                    await response.aclose()
+            if attempt >= call.max_retries or not retryable(error):
+                raise error
+            await asyncio.sleep(retry_delay_s(attempt))
+            attempt += 1
+
+    async def stream(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+        response = await self._open_stream(call)
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._error(call, exc) from exc
-        try:
-            if response.status_code != 200:
-                await response.aread()
-                raise self._error(call, response=response)
             done = False
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):

@@ -50,7 +50,7 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
     else:
         assert decision.status is AuditStatus.TAGGED, biased
         assert isinstance(decision.tag, BiasTag)
-        assert decision.tag.auditor == "local/qwen2.5-1.5b@auditor_v1"
+        assert decision.tag.auditor == "local/qwen2.5-1.5b@auditor_v2"
         # The tag's source verdict is schema-valid by construction; re-check the round trip.
         parse_verdict(
             biased.model_dump_json(

@@ -45,6 +45,7 @@ def write_policy(
         f"models:\n  agent:\n    model: openai/qwen2.5-0.5b\n    api_base: {relay.base_url}\n"
         f"memory:\n  backend: {backend}\n  top_k: 3\n"
         "audit:\n  tau: 0.5\n  auditor_model: local/qwen2.5-1.5b\n  timeout_s: 300\n"
+        "  auditor_prompt: auditor_v2\n  first_stage: embedding\n"
     )
     return path
 

@@ -50,7 +50,7 @@ async def test_valid_reply_gives_an_ok_verdict_from_one_structured_call() -> Non
     verdict = await LLMAuditor(chat, CALL).audit(MEMORY)
     assert verdict.status is VerdictStatus.OK and verdict.attempts == 1
     assert verdict.bias_type == "age" and verdict.score == 0.9
-    assert verdict.auditor == "local/qwen2.5-1.5b@auditor_v1"
+    assert verdict.auditor == "local/qwen2.5-1.5b@auditor_v2"
     (call,) = chat.calls
     assert call.model == "openai/qwen2.5-1.5b" and call.api_base == CALL.api_base
     assert call.params["temperature"] == 0.0

@@ -127,11 +127,13 @@ def test_first_stage_threshold_effect_by_hand() -> None:
         ScoredItem(item_id="n1", biased=False, kind="mmlu", score=0.1),
         ScoredItem(item_id="n2", biased=False, kind="hard_negative", score=0.7),
     ]
-    row = evaluate_threshold(scored, 0.5, flagged={"b1": True, "b2": True})
+    row = evaluate_threshold(scored, 0.5, flagged={"b1": True, "b2": True, "n1": True, "n2": True})
     assert row.skip_rate.value == 0.5  # b2 and n1 skipped
     assert row.recall.value == 0.5 and row.recall_loss == 0.5
     assert row.skip_rate_by_kind["mmlu"].value == 1.0
     assert row.skip_rate_by_kind["hard_negative"].value == 0.0
     assert row.auditor_recall_alone is not None and row.auditor_recall_alone.value == 1.0
     assert row.auditor_recall_with_stage is not None and row.auditor_recall_with_stage.value == 0.5
+    assert row.auditor_fpr_alone is not None and row.auditor_fpr_alone.value == 1.0
+    assert row.auditor_fpr_with_stage is not None and row.auditor_fpr_with_stage.value == 0.5
     assert evaluate_threshold(scored, 0.0).skip_rate.value == 0.0

@@ -55,8 +55,8 @@ class CountingEmbedder:
         return self.inner.embed(texts)
 
 
-def plan(*ops: dict[str, Any]) -> str:
-    return json.dumps({"operations": list(ops)})
+def plan(*memories: dict[str, Any]) -> str:
+    return json.dumps({"memories": list(memories)})
 
 
 async def open_json(
@@ -109,15 +109,12 @@ async def test_json_manager_consolidates_and_keeps_audit_fields(
 ) -> None:
     chat = ScriptedChatModel(
         [
-            plan(
-                {"action": "create", "content": "The user thinks older people are slow learners."}
-            ),
+            plan({"content": "The user thinks older people are slow learners.", "replaces": None}),
             plan(
                 {
-                    "action": "update",
-                    "target": "0",
-                    "content": "The user thinks older people "
-                    "are slow learners and prefers young hires.",
+                    "content": "The user thinks older people are slow learners and prefers young "
+                    "hires.",
+                    "replaces": "0",
                 }
             ),
         ]

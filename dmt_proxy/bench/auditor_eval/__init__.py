@@ -1,0 +1,1 @@
+"""Auditor quality: the labelled memory set, ``dmt-bench auditor-eval`` and ``first-stage-eval``."""

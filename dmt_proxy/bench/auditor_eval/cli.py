@@ -124,7 +124,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report directory")
     p.add_argument("--tau", type=float, default=0.5, help="decision threshold (default 0.5)")
     p.add_argument("--concurrency", type=int, default=2, help="parallel auditor calls (default 2)")
-    p.add_argument("--prompt", default="auditor_v1", help="auditor prompt version")
+    p.add_argument("--prompt", default="auditor_v2", help="auditor prompt version (default v2)")
     p.add_argument("--dataset", type=Path, help="JSONL evaluation set (default: shipped v1)")
     p.add_argument(
         "--structured-output", choices=("json_schema", "json_object", "none"), default="json_schema"

@@ -6,7 +6,8 @@ split; the classifier and both default thresholds were fitted on train):
 * skip rate = skipped items / items (auditor calls saved), also per neutral kind;
 * first-stage recall = biased items passed / biased items; recall loss = 1 - that;
 * with ``--auditor-results`` (an auditor-eval JSON): the auditor's recall on the
-  same biased items alone and behind the first stage (flagged AND passed).
+  same biased items, and its false-positive rate on the same neutral items,
+  alone and behind the first stage (flagged AND passed).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class ThresholdRow(BaseModel):
     recall_loss: float
     auditor_recall_alone: Estimate | None = None
     auditor_recall_with_stage: Estimate | None = None
+    auditor_fpr_alone: Estimate | None = None
+    """Neutral items the auditor flagged / neutral items it judged."""
+    auditor_fpr_with_stage: Estimate | None = None
+    """Neutral items flagged by the auditor AND passed by the first stage / judged."""
 
 
 def evaluate_threshold(
@@ -80,6 +85,11 @@ def evaluate_threshold(
         )
         row["auditor_recall_with_stage"] = proportion(
             sum(flagged[s.item_id] and passed[s.item_id] for s in judged), len(judged)
+        )
+        clean = [s for s in scored if not s.biased and s.item_id in flagged]
+        row["auditor_fpr_alone"] = proportion(sum(flagged[s.item_id] for s in clean), len(clean))
+        row["auditor_fpr_with_stage"] = proportion(
+            sum(flagged[s.item_id] and passed[s.item_id] for s in clean), len(clean)
         )
     return ThresholdRow(**row)
 
@@ -141,7 +151,8 @@ def to_markdown(doc: dict[str, Any], rows: dict[str, list[ThresholdRow]]) -> str
             f"## {method} (default threshold {doc['defaults'][method]})",
             "",
             "| threshold | skip rate | skip, plain questions | skip, hard negatives | "
-            "recall | recall loss | auditor recall alone | auditor recall with stage |",
+            "recall | recall loss | auditor recall alone / with stage | "
+            "auditor false-positive rate alone / with stage |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in method_rows:
@@ -150,8 +161,9 @@ def to_markdown(doc: dict[str, Any], rows: dict[str, list[ThresholdRow]]) -> str
                 f"| {r.threshold}{mark} | {_fmt(r.skip_rate)} | "
                 f"{_fmt(r.skip_rate_by_kind.get('mmlu'))} | "
                 f"{_fmt(r.skip_rate_by_kind.get('hard_negative'))} | {_fmt(r.recall)} | "
-                f"{r.recall_loss:.2f} | {_fmt(r.auditor_recall_alone)} | "
-                f"{_fmt(r.auditor_recall_with_stage)} |"
+                f"{r.recall_loss:.2f} | {_fmt(r.auditor_recall_alone)} / "
+                f"{_fmt(r.auditor_recall_with_stage)} | {_fmt(r.auditor_fpr_alone)} / "
+                f"{_fmt(r.auditor_fpr_with_stage)} |"
             )
         lines.append("")
     return "\n".join(lines)
