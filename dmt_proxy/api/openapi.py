@@ -1,0 +1,180 @@
+"""The OpenAPI document: what each route answers, and the chat body it parses by hand.
+
+The chat route reads its raw body (to enforce the size limit before parsing), so
+FastAPI cannot see the request model; ``install_openapi`` adds it from
+``ChatCompletionRequest``. Every route also documents its error statuses with
+OpenAI's error shape, so a schema-driven fuzzer (schemathesis, in
+tests/reliability) can check each answer against the document. The response
+models here are documentation only: routes build their JSON themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
+
+CHAT_PATH = "/v1/chat/completions"
+
+_DESCRIPTIONS = {
+    400: "The request is invalid (OpenAI error shape).",
+    401: "Missing or wrong API key or admin key.",
+    403: "The admin API is disabled (no DMT_ADMIN_KEY).",
+    404: "Unknown model, memory or route.",
+    413: "The request body is larger than DMT_MAX_BODY_BYTES.",
+    429: "The upstream is rate limiting.",
+    502: "The upstream model failed.",
+    504: "The upstream model timed out.",
+}
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """``{"error": {"message", "type", "param", "code"}}``: every non-2xx answer."""
+
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries documenting ``statuses`` with the error shape."""
+    return {s: {"model": ErrorResponse, "description": _DESCRIPTIONS[s]} for s in statuses}
+
+
+class _Open(BaseModel):
+    # Upstream replies carry fields we pass through untouched (system_fingerprint...).
+    model_config = ConfigDict(extra="allow")
+
+
+class ChoiceMessage(_Open):
+    role: str
+    content: str | None = None
+
+
+class Choice(_Open):
+    index: int
+    message: ChoiceMessage
+    finish_reason: str | None = None
+
+
+class ChatCompletion(_Open):
+    """A non-streaming answer (``stream: true`` answers ``text/event-stream`` chunks)."""
+
+    object: Literal["chat.completion"]
+    model: str
+    choices: list[Choice]
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+    mode: str
+
+
+class BiasTagOut(_Open):
+    bias_type: str
+    target_group: str
+    tendency: str
+    score: float
+
+
+class Memory(BaseModel):
+    id: str
+    user: str
+    text: str
+    created_at: str
+    audit_status: Literal["pending", "clean", "tagged", "quarantined", "failed", "unaudited"]
+    tag: BiasTagOut | None
+
+
+class MemoryList(BaseModel):
+    object: Literal["list"]
+    data: list[Memory]
+
+
+class MemoryDeleted(BaseModel):
+    id: str
+    object: Literal["memory"]
+    deleted: bool
+
+
+class UserMemoriesDeleted(BaseModel):
+    user: str
+    deleted: int
+    object: Literal["list"]
+
+
+class OutboxStatus(BaseModel):
+    object: Literal["outbox"]
+    depth: int
+    oldest_pending_age_s: float
+
+
+CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": ChatCompletion,
+        "description": "The completion, or with ``stream: true`` server-sent chunks.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+    **error_responses(400, 401, 404, 413, 429, 502, 504),
+}
+
+
+def _chat_request_schema(components: dict[str, Any]) -> dict[str, Any]:
+    schema = ChatCompletionRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(schema.pop("$defs", {}))
+    props = schema.setdefault("properties", {})
+    # Rules enforced outside the field types, stated so generated requests are realistic.
+    props["n"] = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 1}, {"type": "null"}],
+                  "title": "N", "description": "Only 1 is supported."}  # fmt: skip
+    for field, why in UNSUPPORTED_PARAMS.items():
+        props[field] = {"type": "null", "description": f"Unsupported: {why}."}
+    return schema
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Generate the document once, with the chat request body added."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            for operation in (op for item in doc["paths"].values() for op in item.values()):
+                # FastAPI documents a 422 for parameter errors; ours answer 400 (errors.py).
+                operation["responses"].pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                doc.get("components", {}).get("schemas", {}).pop(name, None)
+            components = doc.setdefault("components", {}).setdefault("schemas", {})
+            components["ChatCompletionRequest"] = _chat_request_schema(components)
+            doc["paths"][CHAT_PATH]["post"]["requestBody"] = {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}
+                    }
+                },
+            }
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
