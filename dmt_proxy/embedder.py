@@ -43,7 +43,12 @@ class LocalEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                import torch
                 from sentence_transformers import SentenceTransformer
+
+                # One thread: on 2 cores shared with the model server, torch's default of
+                # two threads made mem0's 10k search p50 70.8 ms instead of 21.8 ms.
+                torch.set_num_threads(1)
 
                 self._model = SentenceTransformer(
                     self._model_dir or local_model_dir(), device="cpu"

@@ -71,6 +71,8 @@ class MemoryPolicy(BaseModel):
     backend: str = "mem0"
     top_k: int = 5
     min_score: float | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Backend-specific options (validated by the backend, e.g. letta's ``core_size``)."""
 
 
 class AuditPolicy(BaseModel):

@@ -59,7 +59,9 @@ async def build_memory_stack(
     if backend is None:
         route = registry.resolve(policy.default_model)
         llm = LLMConfig(model=route.litellm_model, api_base=route.api_base, api_key=route.api_key)
-        config = BackendConfig(state_dir=settings.state_dir, chat=chat, llm=llm)
+        config = BackendConfig(
+            state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
+        )
         backend = await create_backend(name, config)
     outbox = Outbox(settings.state_dir / "outbox.sqlite3")
     first_stage = None

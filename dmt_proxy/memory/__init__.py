@@ -15,6 +15,7 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    TextEmbedder,
     combine_audit,
 )
 from dmt_proxy.memory.registry import (
@@ -36,6 +37,7 @@ __all__ = [
     "RecordConflict",
     "Scope",
     "SearchHit",
+    "TextEmbedder",
     "combine_audit",
     "create_backend",
     "known_backends",

@@ -20,12 +20,12 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.base import (
     MemoryRecord,
     RecordConflict,
     Scope,
     SearchHit,
+    TextEmbedder,
     check_k,
     check_write,
     with_audit,
@@ -126,7 +126,7 @@ class InMemoryBackend:
         self,
         *,
         snapshot: Path | None = None,
-        embedder: LocalEmbedder | None = None,
+        embedder: TextEmbedder | None = None,
     ) -> None:
         self._records: dict[str, MemoryRecord] = {}
         self._tokens: dict[str, set[str]] = {}

@@ -304,7 +304,8 @@ class LangMemBackend:
     ) -> None:
         now = datetime.now(UTC).isoformat()
         if target is not None:
-            value = {**target, "text": text, "updated_at": now}
+            # New text: a verdict on the old text no longer applies (sources' states do).
+            value = {**target, "text": text, "updated_at": now, "own": None}
             value["sources"] = {**target.get("sources", {}), **self._source(record)}
             self.stats.updated += 1
         else:

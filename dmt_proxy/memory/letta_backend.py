@@ -13,7 +13,8 @@ messages into a recursive summary. Here, per (user, agent):
   summary that covers them is stored, so a crash in between is caught up at the
   next page-out;
 * ``search`` returns core records first (up to ``core_hits``, ranked by
-  similarity), then archival hits by similarity (``min_score``) up to ``k``.
+  similarity), then archival hits by similarity (``min_score``), then the rest
+  of the core, up to ``k``.
 
 Storage: one SQLite file ``<state_dir>/memory/letta/paging.sqlite`` with the
 record JSON and its float32 embedding; archival vectors are held per user in a
@@ -23,11 +24,9 @@ The summary inherits the audit state of every interaction folded into it
 (``combine_audit`` over per-source snapshots, updated when a source is audited
 later), so a tag on a paged-out interaction still reaches the summary.
 
-The Letta server (``letta-client``: agents, core memory blocks, archival
-passages) is not practical on this machine (see LOCAL_STACK.md). A backend for a
-running server would map a user to an agent, ``write`` to
-``agents.passages.create`` and ``search`` to ``agents.passages.search``; it
-would be one more file registered the same way. Not implemented.
+A real Letta server (not practical here, see LOCAL_STACK.md) would be one more
+file registered the same way, on ``letta-client``: a user -> an agent, ``write``
+-> ``agents.passages.create``, ``search`` -> ``agents.passages.search``. Not built.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dmt_proxy.embedder import EMBEDDING_DIMS, LocalEmbedder
+from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     AuditState,
@@ -53,6 +52,7 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    TextEmbedder,
     check_k,
     check_write,
     combine_audit,
@@ -146,7 +146,7 @@ class LettaPagingBackend:
     def __init__(
         self,
         conn: sqlite3.Connection,
-        embedder: LocalEmbedder,
+        embedder: TextEmbedder,
         options: Options,
         chat: ChatModel | None,
         llm: LLMConfig | None,
@@ -264,21 +264,16 @@ class LettaPagingBackend:
                     rid = matrix.keys[row]
                     if allowed(*meta[rid]):
                         chosen.append((rid, float(scores[row])))
-                bodies = (
-                    dict(
-                        self._conn.execute(
-                            f"SELECT id, body FROM records WHERE id IN ({','.join('?' * len(chosen))})",
-                            [rid for rid, _ in chosen],
-                        ).fetchall()
-                    )
-                    if chosen
-                    else {}
-                )
+                marks = ",".join("?" * len(chosen))
+                sql = f"SELECT id, body FROM records WHERE id IN ({marks})"
+                bodies = dict(self._conn.execute(sql, [rid for rid, _ in chosen]).fetchall())
                 for rid, score in chosen:
                     record = MemoryRecord.model_validate_json(bodies[rid])
                     if record.scope.user == scope.user:
                         hits.append(SearchHit(record=record, score=score))
-            return hits
+            # A small or sparse archive leaves room: fill it with the rest of the core.
+            rest = core[min(k, self._options.core_hits) :]
+            return hits + rest[: max(0, k - len(hits))]
 
         return await self._run(run)
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.base import MemoryBackend
+from dmt_proxy.memory.base import MemoryBackend, TextEmbedder
 from dmt_proxy.upstream.base import ChatModel
 
 ENTRY_POINT_GROUP = "dmt_proxy.memory_backends"
@@ -53,7 +53,7 @@ class BackendConfig:
 
     state_dir: Path
     """Backends keep their files under ``<state_dir>/memory/<backend>/``."""
-    embedder: LocalEmbedder | None = None
+    embedder: TextEmbedder | None = None
     """Shared embedder (one model in RAM for all backends); created when missing."""
     chat: ChatModel | None = None
     llm: LLMConfig | None = None
@@ -75,7 +75,7 @@ class BackendConfig:
             raise ConfigError(f"memory store path {path} is not writable")
         return path
 
-    def shared_embedder(self) -> LocalEmbedder:
+    def shared_embedder(self) -> TextEmbedder:
         return self.embedder if self.embedder is not None else LocalEmbedder()
 
 

@@ -173,3 +173,14 @@ async def test_store_failure_at_run_time(tmp_path: Path, embedder: LocalEmbedder
     backend._conn.close()  # the real connection, really closed underneath the backend
     with pytest.raises(MemoryStoreError):
         await backend.search(ALICE, "dog", k=3)
+
+
+async def test_small_memory_fills_k_from_core(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    backend = await open_letta(tmp_path, embedder)  # core_size 3, core_hits 1
+    records = [MemoryRecord.from_interaction(ALICE, q, a) for q, a in TOPICS[:3]]
+    for record in records:
+        await backend.write(ALICE, record)
+    hits = await backend.search(ALICE, "What is my dog called?", k=5)
+    assert hits[0].record.id == records[0].id
+    assert {h.record.id for h in hits} == {r.id for r in records}
+    await backend.close()

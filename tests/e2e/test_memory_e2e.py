@@ -1,0 +1,126 @@
+"""Memory backends with the real local model (llama-server, qwen2.5-0.5b) behind litellm.
+
+What runs: the LangMem-style JSON manager (structured output), langmem's own
+tool-calling manager (to record what the local model does with it), and the
+Letta-style pager's model-written summary. A few calls each; mem0's own
+``infer=True`` extraction is not exercised here (40-117 s per write with these
+models, see LOCAL_STACK.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.memory import BackendConfig, LLMConfig, MemoryRecord, Scope, create_backend
+from dmt_proxy.memory.langmem_backend import LangMemBackend
+from dmt_proxy.memory.letta_backend import LettaPagingBackend
+from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+ALICE = Scope(user="alice")
+TAG = BiasTag(
+    bias_type="age", target_group="older workers", tendency="disfavoring older", score=0.8
+)
+
+
+@pytest.fixture(scope="module")
+def llm(local_model_base_url: Callable[[str], str]) -> LLMConfig:
+    return LLMConfig(
+        model="openai/qwen2.5-0.5b", api_base=local_model_base_url("qwen2.5-0.5b"), api_key="local"
+    )
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+async def test_json_manager_with_local_model(
+    tmp_path: Path, llm: LLMConfig, embedder: LocalEmbedder
+) -> None:
+    config = BackendConfig(
+        state_dir=tmp_path,
+        embedder=embedder,
+        chat=LiteLLMChatModel(),
+        llm=llm,
+        options={"consolidate": True},
+    )
+    backend = await create_backend("langmem", config)
+    assert isinstance(backend, LangMemBackend) and backend.manager_path == "json"
+    first = MemoryRecord.from_interaction(
+        ALICE,
+        "My dog Rex is a three-year-old beagle and I walk him every morning.",
+        "Morning walks are great for beagles.",
+    )
+    await backend.write(ALICE, first)
+    print(f"\njson manager: {backend.stats}", file=sys.stderr)
+    assert backend.stats.json_runs + backend.stats.failures == 1
+    derived = [r for r in await backend.list(ALICE) if r.metadata.get("kind") == "consolidated"]
+    for record in derived:
+        print(f"  consolidated: {record.text!r}", file=sys.stderr)
+    assert backend.stats.json_runs == 1, "the constrained JSON plan should parse"
+    assert derived, "the schema asks for at least one memory"
+    await backend.update(ALICE, first.id, audit_status=AuditStatus.TAGGED, tag=TAG)
+    for record in derived:
+        again = await backend.get(ALICE, record.id)
+        assert again is not None and again.tag == TAG
+    hits = await backend.search(ALICE, "What breed is my dog?", k=3)
+    assert hits and first.id in {h.record.id for h in hits} | {
+        s for h in hits for s in h.record.metadata.get("sources", [])
+    }
+    await backend.close()
+
+
+async def test_langmem_own_manager_with_local_model(
+    tmp_path: Path, llm: LLMConfig, embedder: LocalEmbedder
+) -> None:
+    """Measured, not required: the local models make no tool calls (LOCAL_STACK.md)."""
+    tools = llm.model_copy(update={"supports_tools": True})
+    config = BackendConfig(
+        state_dir=tmp_path, embedder=embedder, llm=tools, options={"consolidate": True}
+    )
+    backend = await create_backend("langmem", config)
+    assert isinstance(backend, LangMemBackend) and backend.manager_path == "langmem"
+    record = MemoryRecord.from_interaction(
+        ALICE, "I moved to Lyon last month for a nursing job.", "Welcome to Lyon!"
+    )
+    await backend.write(ALICE, record)
+    print(f"\nlangmem manager with qwen2.5-0.5b: {backend.stats}", file=sys.stderr)
+    assert backend.stats.langmem_runs + backend.stats.failures == 1
+    assert record.id in {r.id for r in await backend.list(ALICE)}  # the verbatim record is kept
+    await backend.close()
+
+
+async def test_pager_summary_with_local_model(
+    tmp_path: Path, llm: LLMConfig, embedder: LocalEmbedder
+) -> None:
+    config = BackendConfig(
+        state_dir=tmp_path,
+        embedder=embedder,
+        chat=LiteLLMChatModel(),
+        llm=llm,
+        options={"core_size": 2, "page_size": 2, "summarizer": "model"},
+    )
+    backend = await create_backend("letta", config)
+    assert isinstance(backend, LettaPagingBackend)
+    facts = [
+        ("My dog Rex is a beagle.", "Beagles are friendly."),
+        ("I work night shifts as a nurse in Lyon.", "Night shifts are hard."),
+        ("I am allergic to peanuts.", "I will keep that in mind."),
+    ]
+    for q, a in facts:
+        await backend.write(ALICE, MemoryRecord.from_interaction(ALICE, q, a))
+    summary = backend.summary(ALICE)
+    print(f"\npager: {backend.stats}\n  summary: {summary!r}", file=sys.stderr)
+    assert backend.stats.page_outs == 1
+    assert summary
+    assert backend.stats.model_summaries + backend.stats.model_failures == 1
+    hits = await backend.search(ALICE, "What is my dog's name?", k=3)
+    assert hits
+    await backend.close()
