@@ -78,10 +78,12 @@ def chat(client: OpenAI, text: str, user: str, **headers: str) -> str:
     return completion.choices[0].message.content or ""
 
 
+@pytest.mark.parametrize("backend", ["mem0", "langmem", "letta"])
 def test_fact_from_turn_one_is_used_in_turn_three(
-    proxy_factory: Callable[..., ProxyProcess], relay: RecordingRelay, tmp_path: Path
+    proxy_factory: Callable[..., ProxyProcess], relay: RecordingRelay, tmp_path: Path, backend: str
 ) -> None:
-    policy = write_policy(tmp_path / "policy.yaml", relay, mode="off")
+    """Each of the paper's three memory architectures, end to end through the proxy."""
+    policy = write_policy(tmp_path / "policy.yaml", relay, mode="off", backend=backend)
     proxy = proxy_factory("--policy", str(policy), env={"DMT_ADMIN_KEY": ADMIN_KEY})
     client = OpenAI(base_url=proxy.base_url, api_key="unused")
     chat(client, "Please remember this: my sister's name is Zanele and she lives in Durban.", "u1")
