@@ -131,11 +131,19 @@ class OutboxStatus(BaseModel):
     oldest_pending_age_s: float
 
 
+_SSE_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+}
+
 CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "model": ChatCompletion,
         "description": "The completion, or with ``stream: true`` server-sent chunks.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        # One object per server-sent event (OpenAPI 3.1: the schema describes each event);
+        # "data" is a JSON chunk, an in-band {"error": ...}, or the final "[DONE]".
+        "content": {"text/event-stream": {"schema": _SSE_EVENT}},
     },
     **error_responses(400, 401, 404, 413, 429, 502, 504),
 }
@@ -153,6 +161,19 @@ def _chat_request_schema(components: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_CHAT_HEADERS = [
+    {"name": "x-dmt-user", "in": "header", "required": False,
+     "description": "Memory scope of the request (overrides the body's 'user').",
+     "schema": {"type": "string"}},
+    {"name": "x-dmt-mode", "in": "header", "required": False,
+     "description": "Mitigation mode for this request (default: the policy's).",
+     "schema": {"type": "string", "enum": ["off", "ssp", "dmt", "ssp+dmt"]}},
+    {"name": "x-dmt-memory", "in": "header", "required": False,
+     "description": "What this request may do with memory.",
+     "schema": {"type": "string", "enum": ["read-write", "read-only", "off"]}},
+]  # fmt: skip
+
+
 def install_openapi(app: FastAPI) -> None:
     """Generate the document once, with the chat request body added."""
 
@@ -166,6 +187,7 @@ def install_openapi(app: FastAPI) -> None:
                 doc.get("components", {}).get("schemas", {}).pop(name, None)
             components = doc.setdefault("components", {}).setdefault("schemas", {})
             components["ChatCompletionRequest"] = _chat_request_schema(components)
+            doc["paths"][CHAT_PATH]["post"]["parameters"] = _CHAT_HEADERS
             doc["paths"][CHAT_PATH]["post"]["requestBody"] = {
                 "required": True,
                 "content": {

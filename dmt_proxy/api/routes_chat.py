@@ -43,23 +43,32 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of arrays/objects accepted. Deeper data parses (up to ~990 levels) but
+would hit Python's recursion limit later, when it is encoded again for the upstream."""
 
-def has_lone_surrogate(data: Any) -> bool:
-    """Whether any string (or key) in parsed JSON holds a surrogate code point."""
-    stack = [data]
-    while stack:  # iterative: the data may be nested almost to the recursion limit
-        item = stack.pop()
-        if isinstance(item, str):
+
+def json_problem(data: Any, *, check_strings: bool) -> str | None:
+    """Why parsed JSON cannot be served (too deep, lone surrogates), or ``None``."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:  # iterative, so that checking deep data cannot itself recurse too deep
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                return f"The JSON body of your request is nested deeper than {MAX_JSON_DEPTH} levels."
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            # Only containers (and, when asked, strings) need a visit: scalars cannot fail.
+            stack.extend((child, depth + 1) for child in children
+                         if isinstance(child, dict | list) or (check_strings and isinstance(child, str)))  # fmt: skip
+        elif isinstance(item, str):
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+                # '\ud800' parses, but such a string cannot be encoded again: it would fail
+                # later (upstream call, outbox) as a 500, after the work was done.
+                return ("The JSON body contains an unpaired UTF-16 surrogate escape "
+                        "('\\ud800'-'\\udfff'); send valid Unicode text.")  # fmt: skip
+    return None
 
 
 def parse_chat_request(body: bytes) -> ChatCompletionRequest:
@@ -72,11 +81,9 @@ def parse_chat_request(body: bytes) -> ChatCompletionRequest:
     except RecursionError:
         # json's parser recurses once per nesting level: 100k '[' would otherwise be a 500.
         raise InvalidRequest("The JSON body of your request is nested too deeply.") from None
-    if _SURROGATE_ESCAPE.search(text) and has_lone_surrogate(data):
-        # A '\ud800' escape parses, but the string cannot be encoded again: it would fail
-        # later (upstream call, outbox) as a 500 after the work was done.
-        raise InvalidRequest("The JSON body contains an unpaired UTF-16 surrogate escape "
-                             "('\\ud800'-'\\udfff'); send valid Unicode text.")  # fmt: skip
+    problem = json_problem(data, check_strings=_SURROGATE_ESCAPE.search(text) is not None)
+    if problem:
+        raise InvalidRequest(problem)
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     for field, why in UNSUPPORTED_PARAMS.items():

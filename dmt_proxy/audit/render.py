@@ -23,7 +23,7 @@ from datetime import datetime
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 RESERVED = re.compile(
-    r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories", re.I
+    r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories|\[/?INST\]", re.I
 )
 
 
@@ -40,6 +40,9 @@ class RenderItem:
 def neutralize(text: str, *, max_chars: int = 4000) -> str:
     """Rewrite reserved markers in user text and bound its length."""
     cleaned = RESERVED.sub("[reserved-word]", text)
+    # Angle brackets become look-alikes so chat-template tokens (<|im_end|>, </s>) and
+    # tag-like delimiters in user text cannot end a turn or a block in the prompt.
+    cleaned = cleaned.replace("<", "\u2039").replace(">", "\u203a")
     if len(cleaned) > max_chars:
         cleaned = cleaned[:max_chars] + " […]"
     return cleaned
