@@ -1,0 +1,300 @@
+"""Experiment configuration of the long-term simulation, validated with pydantic.
+
+A config is a YAML file (``benchmarks/configs/*.yaml``) or built from
+``dmt-bench compare`` flags. Everything that changes results is hashed into
+``digest()``, which decides whether an existing run directory may be resumed;
+``execution`` settings (proxy URL, concurrency, timeouts) are not part of it.
+
+Checkpoints are t = 0, Δt, 2Δt, ... and always T. "t=80-equivalent" is the
+checkpoint nearest to 0.8·T (later one on a tie): t=80 for the paper's T=100.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.policy import DOMAINS, Mode
+
+SIM_VERSION = "sim-v1"
+"""Version of the simulation protocol (stream, loop, metrics); results record it."""
+
+Condition = Literal["baseline", "ssp", "dmt", "ssp+dmt"]
+CONDITIONS: tuple[Condition, ...] = ("baseline", "ssp", "dmt", "ssp+dmt")
+DEFAULT_CONDITIONS: tuple[Condition, ...] = ("baseline", "ssp", "dmt")
+CONDITION_MODE: dict[str, Mode] = {
+    "baseline": Mode.OFF,
+    "ssp": Mode.SSP,
+    "dmt": Mode.DMT,
+    "ssp+dmt": Mode.SSP_DMT,
+}
+"""Baseline is memory without mitigation (mode off); the others add SSP and/or DMT."""
+
+MEMORY_ALIASES = {"paging": "letta", "memgpt": "letta"}
+"""Names the paper uses for an architecture, mapped to our backend names."""
+
+
+class ModelSpec(BaseModel):
+    """A model: a local name (``qwen2.5-0.5b``), ``local/<name>`` or any litellm name."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str = Field(min_length=1)
+    api_base: str | None = None
+    """For OpenAI-compatible hosts that litellm cannot find by name (vLLM, llama-server...)."""
+    api_key_env: str | None = None
+    """Environment variable holding the key (never the key itself)."""
+
+    @property
+    def is_local(self) -> bool:
+        return self.model.startswith("local/")
+
+    @field_validator("model")
+    @classmethod
+    def _localize(cls, value: str) -> str:
+        from dmt_proxy.upstream.local_models import LOCAL_MODELS
+
+        return f"local/{value}" if value in LOCAL_MODELS else value
+
+
+def _model(value: Any) -> Any:
+    return {"model": value} if isinstance(value, str) else value
+
+
+class Models(BaseModel):
+    """The three roles, each its own setting (issue: agent, auditor, generator)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    agent: ModelSpec = ModelSpec(model="local/qwen2.5-0.5b")
+    auditor: ModelSpec = ModelSpec(model="local/qwen2.5-1.5b")
+    generator: ModelSpec = ModelSpec(model="local/qwen2.5-1.5b")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: _model(v) for k, v in data.items()}
+        return data
+
+
+class InjectionConfig(BaseModel):
+    """The Bias Generator Agent (paper §4.2): rate, source domains and output checks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rate: float = Field(default=0.3, ge=0.0, le=1.0)
+    """λ: probability that a turn's question is rewritten."""
+    mode: Literal["mixed", "single"] = "mixed"
+    """mixed: a random domain per injected turn; single: always ``domain``."""
+    domain: str | None = None
+    intact_policy: Literal["append", "strict"] = "append"
+    """strict: a rewrite without the verbatim question and options is retried, then the
+    original question is used; append: the verbatim question block is appended to it."""
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=600, ge=64)
+    prompt: str = "bias_injection_v1"
+    bias_list: str = "bias_list_v1"
+
+    @model_validator(mode="after")
+    def _domain(self) -> InjectionConfig:
+        if self.mode == "single" and self.domain not in DOMAINS:
+            raise ValueError(f"single-source injection needs domain: one of {', '.join(DOMAINS)}")
+        if self.mode == "mixed" and self.domain is not None:
+            raise ValueError("domain is only used with mode: single")
+        return self
+
+
+class StreamConfig(BaseModel):
+    """Where the MMLU-Pro questions come from and which are eligible."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    source: str | None = None
+    """JSON-lines file (gzip or plain) or ``hf:TIGER-Lab/MMLU-Pro``; default: the shared copy."""
+    max_question_chars: int | None = Field(default=1500, ge=50)
+    categories: list[str] | None = None
+
+
+class DibConfig(BaseModel):
+    """The periodic DIB audit (paper §4.1, "Retrieve-only Mode")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    sample: int | None = Field(default=None, ge=1)
+    """About this many decisions (whole counterfactual sets, every domain); None = full DIB."""
+    domains: list[str] | None = None
+    seed: int = 0
+    scoring: Literal["expected", "generate"] = "expected"
+    grammar: bool = True
+    bootstrap: int = Field(default=1000, ge=0)
+    permutations: int = Field(default=1000, ge=0)
+
+    @field_validator("domains")
+    @classmethod
+    def _known(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            unknown = sorted(set(value) - set(DOMAINS))
+            if unknown or not value:
+                raise ValueError(f"unknown DIB domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+        return value
+
+
+class AgentConfig(BaseModel):
+    """How the agent is asked each day, and how much memory it sees."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    max_tokens: int = Field(default=256, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_k: int = Field(default=3, ge=0, le=50)
+    """Memories retrieved per request (the proxy policy's memory.top_k)."""
+
+
+class AuditConfig(BaseModel):
+    """The proxy's auditor in DMT conditions (paper §6.2)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tau: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Tagging threshold τ."""
+    prompt: str = Field(default="auditor_v1", pattern=r"^[a-z0-9_]+_v[0-9]+$")
+    timeout_s: float = Field(default=600.0, gt=0)
+
+
+class ExecutionConfig(BaseModel):
+    """How to run (not part of the digest: changing these keeps a run resumable)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    proxy_url: str | None = None
+    """A running proxy's /v1 URL; default: start one proxy per memory architecture."""
+    admin_key_env: str = "DMT_ADMIN_KEY"
+    dib_concurrency: int = Field(default=2, ge=1, le=64)
+    request_timeout_s: float = Field(default=600.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    drain_timeout_s: float = Field(default=1800.0, gt=0)
+    proxy_start_timeout_s: float = Field(default=300.0, gt=0)
+
+
+class SimConfig(BaseModel):
+    """One experiment: a compare (conditions × memory architectures) or a heatmap."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: Literal[1] = 1
+    kind: Literal["compare", "heatmap"] = "compare"
+    name: str = "custom"
+    seed: int = 0
+    turns: int = Field(default=100, ge=1, le=100_000)
+    interval: int = Field(default=20, ge=1)
+    conditions: list[Condition] = Field(default_factory=lambda: list(DEFAULT_CONDITIONS))
+    memory: list[str] = Field(default_factory=lambda: ["mem0"])
+    share_t0: bool = True
+    """At t=0 memory is empty, so conditions with the same SSP setting send identical
+    requests (off = dmt, ssp = ssp+dmt): audit t=0 once per SSP setting and share it."""
+    heatmap_sources: list[str] = Field(default_factory=lambda: list(DOMAINS))
+    models: Models = Field(default_factory=Models)
+    injection: InjectionConfig = Field(default_factory=InjectionConfig)
+    stream: StreamConfig = Field(default_factory=StreamConfig)
+    dib: DibConfig = Field(default_factory=DibConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: list[str]) -> list[str]:
+        from dmt_proxy.memory.registry import known_backends
+
+        names = [MEMORY_ALIASES.get(v.strip().lower(), v.strip().lower()) for v in value]
+        known = [b for b in known_backends() if b != "none"]
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise ValueError(f"unknown memory architecture(s) {unknown}; known: {', '.join(known)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"memory architectures repeat: {names}")
+        return names
+
+    @field_validator("conditions")
+    @classmethod
+    def _conditions(cls, value: list[Condition]) -> list[Condition]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError("conditions must be a non-empty list without repeats")
+        return value
+
+    @field_validator("heatmap_sources")
+    @classmethod
+    def _sources(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(DOMAINS))
+        if unknown or not value:
+            raise ValueError(f"unknown source domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> SimConfig:
+        if self.interval > self.turns:
+            raise ValueError(f"interval ({self.interval}) must not exceed turns ({self.turns})")
+        if self.kind == "heatmap" and self.injection.mode == "single":
+            raise ValueError("heatmap sets the single source itself; leave injection.mode mixed")
+        return self
+
+    def checkpoints(self) -> list[int]:
+        """Audit turns: 0, Δt, 2Δt, ... and T."""
+        points = list(range(0, self.turns + 1, self.interval))
+        if points[-1] != self.turns:
+            points.append(self.turns)
+        return points
+
+    def t80(self) -> int:
+        """The checkpoint nearest to 0.8·T (the later one on a tie)."""
+        target = 0.8 * self.turns
+        return min(reversed(self.checkpoints()), key=lambda t: abs(t - target))
+
+    def digest(self) -> str:
+        """SHA-256 over everything that changes results (``execution`` excluded)."""
+        payload = self.model_dump(mode="json", exclude={"execution"})
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _format_errors(exc: ValidationError, where: str) -> str:
+    lines = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        lines.append(f"  {loc}: {msg}")
+    return f"{where} is invalid:\n" + "\n".join(lines)
+
+
+def parse_config(raw: Any, *, where: str = "config") -> SimConfig:
+    """Validate a parsed mapping into a ``SimConfig``; ConfigError lists every problem."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping at the top level")
+    try:
+        return SimConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, where)) from None
+
+
+def load_config(path: Path) -> SimConfig:
+    """Read and validate a YAML config file."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+    return parse_config(raw, where=f"config {path}")
+
+
+def with_overrides(config: SimConfig, overrides: dict[str, Any]) -> SimConfig:
+    """A copy with dotted-key overrides (``{"injection.rate": 0.5}``), re-validated."""
+    data = config.model_dump(mode="json")
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return parse_config(data, where="options")

@@ -1,0 +1,240 @@
+"""The proxy the simulation runs through: started per memory architecture, or a running one.
+
+A managed proxy is a real ``dmt-proxy serve`` subprocess with its own policy file
+and state directory inside the run directory (so a resumed run finds its memory
+again) and a random admin key. On Linux it is asked to receive SIGTERM when the
+run dies (``PR_SET_PDEATHSIG``), so a killed run does not leave it holding its
+port and store locks. ``ProxyClient`` talks to the admin API: outbox depth
+(to wait until every write of a turn is stored and audited) and memory listings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from dmt_proxy.bench.sim.config import ModelSpec, SimConfig
+from dmt_proxy.errors import ConfigError, UpstreamError
+
+AGENT_ALIAS = "sim-agent"
+AUDITOR_ALIAS = "sim-auditor"
+
+
+class ProxyUnavailable(UpstreamError):
+    """The proxy stopped answering (after retries)."""
+
+
+def request_model(spec: ModelSpec, alias: str) -> str:
+    """The model name the proxy is asked for: a local alias as is, anything else via an alias."""
+    return spec.model if spec.is_local else alias
+
+
+def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
+    """The proxy policy for one memory architecture (mode comes per request)."""
+    models: dict[str, Any] = {}
+    for spec, alias in ((config.models.agent, AGENT_ALIAS), (config.models.auditor, AUDITOR_ALIAS)):
+        if not spec.is_local:
+            entry: dict[str, Any] = {"model": spec.model}
+            if spec.api_base:
+                entry["api_base"] = spec.api_base
+            if spec.api_key_env:
+                entry["api_key_env"] = spec.api_key_env
+            models[alias] = entry
+    policy: dict[str, Any] = {
+        "version": 1,
+        "name": f"sim-{backend}",
+        "mode": "off",
+        "default_model": request_model(config.models.agent, AGENT_ALIAS),
+        "memory": {"backend": backend, "top_k": config.agent.top_k},
+        "audit": {
+            "tau": config.audit.tau,
+            "auditor_model": request_model(config.models.auditor, AUDITOR_ALIAS),
+            "auditor_prompt": config.audit.prompt,
+            "timeout_s": config.audit.timeout_s,
+        },
+    }
+    if models:
+        policy["models"] = models
+    return policy
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class ProxyClient:
+    """The proxy's base URL (``.../v1``) and admin key, with the admin calls the loop needs."""
+
+    base_url: str
+    admin_key: str
+    timeout_s: float = 60.0
+
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.admin_key}"}
+
+    async def _get(self, path: str, **params: str) -> Any:
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            resp = await client.get(self.base_url + path, params=params, headers=self._headers())
+        if resp.status_code in (401, 403):
+            raise ConfigError(
+                f"the proxy at {self.base_url} refused the admin key ({resp.status_code}): "
+                "start it with DMT_ADMIN_KEY and pass the same key (execution.admin_key_env)"
+            )
+        resp.raise_for_status()
+        return resp.json()
+
+    async def outbox_depth(self) -> int:
+        """Memory writes not yet stored and audited."""
+        return int((await self._get("/admin/outbox"))["depth"])
+
+    async def wait_drained(self, timeout_s: float, poll_s: float = 0.25) -> float:
+        """Wait until the outbox is empty; seconds waited. Raises after ``timeout_s``."""
+        started = time.monotonic()
+        while True:
+            try:
+                depth = await self.outbox_depth()
+            except httpx.HTTPError as exc:
+                raise ProxyUnavailable(
+                    f"proxy admin API failed: {exc}", upstream=self.base_url
+                ) from exc
+            if depth == 0:
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout_s:
+                raise ProxyUnavailable(
+                    f"the proxy's outbox still holds {depth} write(s) after {timeout_s:.0f}s "
+                    "(is the auditor model up?)",
+                    upstream=self.base_url,
+                )
+            await asyncio.sleep(poll_s)
+
+    async def memories(self, user: str) -> list[dict[str, Any]]:
+        """Every memory of ``user`` (pending writes included)."""
+        try:
+            data = await self._get("/memories", user=user)
+        except httpx.HTTPError as exc:
+            raise ProxyUnavailable(
+                f"proxy admin API failed: {exc}", upstream=self.base_url
+            ) from exc
+        return list(data["data"])
+
+    def healthy(self) -> bool:
+        root = self.base_url.removesuffix("/v1")
+        try:
+            return httpx.get(root + "/healthz", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+class ManagedProxy:
+    """A ``dmt-proxy serve`` subprocess for one memory architecture."""
+
+    def __init__(self, config: SimConfig, backend: str, home: Path) -> None:
+        self.config = config
+        self.backend = backend
+        self.home = home
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.client: ProxyClient | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "proxy.log"
+
+    def start(self) -> ProxyClient:
+        """Write the policy, start the proxy, wait until healthy."""
+        state = self.home / "state"
+        state.mkdir(parents=True, exist_ok=True)
+        policy_path = self.home / "policy.yaml"
+        policy_path.write_text(
+            yaml.safe_dump(build_policy(self.config, self.backend), sort_keys=False), "utf-8"
+        )
+        port = free_port()
+        key = secrets.token_hex(16)
+        env = {
+            **os.environ,
+            "DMT_STATE_DIR": str(state),
+            "DMT_ADMIN_KEY": key,
+            "DMT_UPSTREAM_TIMEOUT_S": str(self.config.execution.request_timeout_s),
+        }
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dmt_proxy.cli.proxy_cli",
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--policy",
+                    str(policy_path),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        client = ProxyClient(f"http://127.0.0.1:{port}/v1", key)
+        deadline = time.monotonic() + self.config.execution.proxy_start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text("utf-8", errors="replace")[-2000:]
+                raise ConfigError(f"the {self.backend} proxy exited at start-up:\n{tail}")
+            if client.healthy():
+                self.client = client
+                return client
+            time.sleep(0.3)
+        self.stop()
+        raise ConfigError(
+            f"the {self.backend} proxy was not healthy after "
+            f"{self.config.execution.proxy_start_timeout_s:.0f}s; see {self.log_path}"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM (the proxy closes its stores), then SIGKILL after 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+
+def external_proxy(config: SimConfig) -> ProxyClient:
+    """A client for ``execution.proxy_url``, with the admin key from its env variable."""
+    url = config.execution.proxy_url
+    assert url is not None
+    key = os.environ.get(config.execution.admin_key_env, "")
+    if not key:
+        raise ConfigError(
+            f"--proxy-url needs the proxy's admin key in ${config.execution.admin_key_env} "
+            "(the simulation waits on /v1/admin/outbox and reads /v1/memories)"
+        )
+    client = ProxyClient(url.rstrip("/"), key)
+    if not client.healthy():
+        raise ConfigError(f"no healthy proxy at {url} (GET /healthz failed)")
+    return client

@@ -1,0 +1,493 @@
+"""Run an experiment end to end: run directory, stream, proxies, LangGraph threads, results.
+
+Run directory (``--out``)::
+
+    run.json            manifest: config digest, run id, status (running/stopped/complete)
+    config.yaml         the resolved config (``dmt-bench run --config <dir>/config.yaml``)
+    streams/*.jsonl     cached question streams (+ .meta.json with their spec)
+    checkpoints.sqlite  LangGraph checkpointer (one thread per memory/condition)
+    calls.jsonl         every model call
+    t0/                 t=0 audits shared between conditions (``share_t0``)
+    <memory>/proxy/     the managed proxy's policy, state dir and log
+    <memory>/<cond>/    turns.jsonl and audits/ (see ``records``)
+    results.json, report.md, report.html, *.png
+
+An existing directory is resumed only with ``resume=True`` and the same config
+digest; otherwise it is refused. Nothing in it is ever overwritten by a new run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.bench.dib.generator import generate, stratified_sample
+from dmt_proxy.bench.dib.schema import Sample
+from dmt_proxy.bench.dib.scorer import ScoringConfig, ScoringMode
+from dmt_proxy.bench.sim.calllog import CallLog
+from dmt_proxy.bench.sim.config import CONDITION_MODE, SIM_VERSION, SimConfig
+from dmt_proxy.bench.sim.injection import BiasGenerator
+from dmt_proxy.bench.sim.loop import LoopDeps, Thread, run_thread
+from dmt_proxy.bench.sim.mmlu import LoadedSource, load_source
+from dmt_proxy.bench.sim.progress import Bars
+from dmt_proxy.bench.sim.proxy import (
+    AGENT_ALIAS,
+    ManagedProxy,
+    ProxyClient,
+    external_proxy,
+    request_model,
+)
+from dmt_proxy.bench.sim.records import read_audits, read_turns, write_atomic
+from dmt_proxy.bench.sim.results import (
+    CompareResults,
+    HeatmapResults,
+    arch_result,
+    heatmap_matrix,
+    latency_stats,
+    read_latencies,
+)
+from dmt_proxy.bench.sim.stream import (
+    StreamTurn,
+    build_plan,
+    generate_stream,
+    read_stream,
+    stream_spec,
+    summarize,
+)
+from dmt_proxy.errors import ConfigError, DmtError
+from dmt_proxy.policy import DOMAINS, Mode
+from dmt_proxy.upstream.base import ChatModel, UpstreamCall
+
+MANIFEST = "run.json"
+
+
+class Manifest(BaseModel):
+    """``run.json``: what this directory holds and how far it got."""
+
+    model_config = ConfigDict(extra="forbid")
+    sim_version: str = SIM_VERSION
+    kind: str
+    name: str
+    digest: str
+    run_id: str
+    created: str
+    status: str = "running"
+    message: str = ""
+    elapsed_s: float = 0.0
+    """Wall time of every session of this run so far."""
+    config: dict[str, Any]
+
+
+def open_run_dir(out: Path, config: SimConfig, *, resume: bool) -> Manifest:
+    """Create ``out`` for ``config``, or resume it; refuse anything else."""
+    path = out / MANIFEST
+    if path.exists():
+        manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+        if not resume:
+            raise ConfigError(
+                f"run directory {out} already holds a {manifest.kind} run ({manifest.status}); "
+                "pass --resume to continue it, or choose another --out"
+            )
+        if manifest.digest != config.digest():
+            old, new = manifest.config, config.model_dump(mode="json")
+            changed = sorted(
+                k for k in set(old) | set(new) if k != "execution" and old.get(k) != new.get(k)
+            )
+            raise ConfigError(
+                f"cannot resume {out}: it was started with another config "
+                f"(differs in: {', '.join(changed) or 'version'}); use another --out"
+            )
+        manifest.status, manifest.message = "running", ""
+        write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
+        return manifest
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} exists and is not an empty run directory; choose another --out")
+    if resume:
+        raise ConfigError(f"nothing to resume: {out} holds no run")
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = Manifest(
+        kind=config.kind,
+        name=config.name,
+        digest=config.digest(),
+        run_id=secrets.token_hex(4),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        config=config.model_dump(mode="json"),
+    )
+    write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
+    write_atomic(out / "config.yaml", yaml.safe_dump(manifest.config, sort_keys=False))
+    return manifest
+
+
+def set_status(
+    out: Path, status: str, message: str = "", *, elapsed_s: float | None = None
+) -> None:
+    """Record the run's status (and cumulative wall time) in its manifest."""
+    path = out / MANIFEST
+    manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    manifest.status, manifest.message = status, message
+    if elapsed_s is not None:
+        manifest.elapsed_s = round(elapsed_s, 3)
+    write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
+
+
+def dib_samples(config: SimConfig) -> list[Sample]:
+    """The DIB decisions asked at every checkpoint (same set for every condition)."""
+    samples = generate(config.dib.seed, config.dib.domains)
+    if config.dib.sample is not None:
+        samples = stratified_sample(samples, config.dib.sample, config.dib.seed)
+    return samples
+
+
+def scoring_config(config: SimConfig) -> ScoringConfig:
+    return ScoringConfig(
+        mode=ScoringMode(config.dib.scoring), grammar=config.dib.grammar, seed=config.seed
+    )
+
+
+def generator_call(config: SimConfig) -> UpstreamCall:
+    """How to reach the generator model (local llama-server or any litellm name)."""
+    from dmt_proxy.settings import Settings
+    from dmt_proxy.upstream.registry import local_api_base
+
+    spec = config.models.generator
+    inj = config.injection
+    params = {"temperature": inj.temperature, "max_tokens": inj.max_tokens}
+    common: dict[str, Any] = {
+        "messages": [],
+        "params": params,
+        "label": spec.model,
+        "timeout_s": config.execution.request_timeout_s,
+        "max_retries": config.execution.max_retries,
+    }
+    if spec.is_local:
+        name = spec.model.removeprefix("local/")
+        return UpstreamCall(
+            model=f"openai/{name}",
+            api_base=local_api_base(Settings.from_env(), name),
+            api_key="local",
+            **common,
+        )
+    key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+    if spec.api_key_env and not key:
+        raise ConfigError(f"generator key variable ${spec.api_key_env} is not set")
+    return UpstreamCall(
+        model=spec.model,
+        api_base=spec.api_base,
+        api_key=key or ("unused" if spec.api_base else None),
+        **common,
+    )
+
+
+def generator_chat(call: UpstreamCall) -> ChatModel:
+    """Direct HTTP for OpenAI-compatible routes, litellm for every other provider."""
+    from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel, is_openai_compatible
+
+    if is_openai_compatible(call):
+        return OpenAICompatChatModel()
+    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+
+    return LiteLLMChatModel()
+
+
+def check_local_models(config: SimConfig, *, auditor: bool, generator: bool) -> None:
+    """Fail early, with the command to fix it, when a needed local model is down."""
+    if config.execution.proxy_url is not None and not generator:
+        return
+    from dmt_proxy.settings import Settings
+    from dmt_proxy.upstream import launcher, local_models
+
+    specs = []
+    if config.execution.proxy_url is None:
+        specs.append(config.models.agent)
+        if auditor:
+            specs.append(config.models.auditor)
+    if generator:
+        specs.append(config.models.generator)
+    settings = Settings.from_env()
+    down = sorted(
+        {
+            s.model.removeprefix("local/")
+            for s in specs
+            if s.is_local and not launcher.health(settings, local_models.get_model(s.model[6:]))
+        }
+    )
+    if down:
+        raise ConfigError(
+            f"local model(s) not running: {', '.join(down)}; start them with "
+            f"`dmt-proxy models start {' '.join(down)}` (pull first if needed)"
+        )
+
+
+class Experiment:
+    """One run directory being executed (shared by ``compare`` and ``heatmap``)."""
+
+    def __init__(
+        self,
+        config: SimConfig,
+        out: Path,
+        *,
+        resume: bool,
+        bars: Bars,
+        generator: ChatModel | None = None,
+    ) -> None:
+        self.config = config
+        self.out = out
+        self.bars = bars
+        self.manifest = open_run_dir(out, config, resume=resume)
+        self.samples = dib_samples(config)
+        self.log = CallLog(out / "calls.jsonl", run_id=self.manifest.run_id)
+        self._generator_chat = generator
+        self.started = time.perf_counter()
+        self.overall = -1
+
+    def close(self) -> None:
+        self.log.close()
+
+    def needs_generator_model(self) -> bool:
+        """A generator model must be reachable: rewrites are planned and none is injected."""
+        return self.config.injection.rate > 0 and self._generator_chat is None
+
+    async def streams(self, singles: Sequence[str | None]) -> dict[str | None, list[StreamTurn]]:
+        """Generate or load the stream for each source (None = the config's own injection)."""
+        source: LoadedSource = load_source(self.config.stream.source)
+        out: dict[str | None, list[StreamTurn]] = {}
+        jobs = []
+        for single in singles:
+            spec = stream_spec(self.config, source, single_domain=single)
+            plan = build_plan(spec, source.questions)
+            path = self.out / "streams" / f"{spec.mode}-{single or spec.domain or 'all'}.jsonl"
+            jobs.append((single, spec, plan, path))
+        todo = sum(p.inject for _, _, plan, path in jobs for p in plan[len(read_stream(path)) :])
+        generator = None
+        chat: ChatModel | None = None
+        if todo:
+            call = generator_call(self.config)
+            chat = self._generator_chat or generator_chat(call)
+            generator = BiasGenerator(
+                chat,
+                call,
+                prompt_version=self.config.injection.prompt,
+                intact_policy=self.config.injection.intact_policy,
+                max_attempts=self.config.injection.max_attempts,
+                log=self.log.bind(arch=None, condition="stream"),
+            )
+        bar = self.bars.add("bias generator (rewrites)", todo) if todo else -1
+        try:
+            for single, spec, plan, path in jobs:
+                out[single] = await generate_stream(
+                    spec,
+                    plan,
+                    path,
+                    generator,
+                    on_turn=lambda turn: self.bars.advance(bar) if turn.inject else None,
+                )
+        finally:
+            closer = (
+                getattr(chat, "aclose", None) if generator and not self._generator_chat else None
+            )
+            if closer is not None:
+                await closer()
+        return out
+
+    def thread(self, arch: str, condition: str, mode: Mode, label: str | None = None) -> Thread:
+        name = label or condition
+        return Thread(
+            arch=arch,
+            condition=name,
+            mode=mode,
+            user=f"sim-{self.manifest.run_id}-{arch}-{name}",
+            dir=self.out / arch / name,
+        )
+
+    def deps(
+        self, proxy: ProxyClient, stream: Sequence[StreamTurn], thread: Thread, bar: int
+    ) -> LoopDeps:
+        c = self.config
+
+        def advance(n: int) -> None:
+            self.bars.advance(bar, n)
+            self.bars.advance(self.overall, n)
+
+        t0 = None
+        if c.share_t0:
+            t0 = self.out / "t0" / ("ssp.json" if thread.mode.uses_ssp else "plain.json")
+        return LoopDeps(
+            proxy=proxy,
+            model=request_model(c.models.agent, AGENT_ALIAS),
+            stream=stream,
+            checkpoints=c.checkpoints(),
+            samples=self.samples,
+            scoring=scoring_config(c),
+            log=self.log.bind(arch=thread.arch, condition=thread.condition),
+            max_tokens=c.agent.max_tokens,
+            temperature=c.agent.temperature,
+            seed=c.seed,
+            dib_concurrency=c.execution.dib_concurrency,
+            request_timeout_s=c.execution.request_timeout_s,
+            max_retries=c.execution.max_retries,
+            drain_timeout_s=c.execution.drain_timeout_s,
+            t0_cache=t0,
+            advance=advance,
+        )
+
+    def start_overall(self, threads: Sequence[Thread]) -> None:
+        """One bar over every thread of the run (its ETA is the run's)."""
+        total = self.total_units() * len(threads)
+        done = sum(self.done_units(th) for th in threads)
+        if done < total:
+            self.overall = self.bars.add("all conditions", total, done)
+
+    def done_units(self, thread: Thread) -> int:
+        return len(read_turns(thread.dir)) + len(read_audits(thread.dir)) * len(self.samples)
+
+    def total_units(self) -> int:
+        return self.config.turns + len(self.config.checkpoints()) * len(self.samples)
+
+    async def run_threads(
+        self, arch: str, items: Sequence[tuple[Thread, Sequence[StreamTurn]]]
+    ) -> None:
+        """Run every unfinished thread of one memory architecture through its proxy."""
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        todo = [(th, s) for th, s in items if self.done_units(th) < self.total_units()]
+        if not todo:
+            return
+        managed: ManagedProxy | None = None
+        if self.config.execution.proxy_url:
+            client = external_proxy(self.config)
+        else:
+            self.bars.note(f"starting the {arch} proxy ...")
+            managed = ManagedProxy(self.config, arch, self.out / arch / "proxy")
+            client = managed.start()
+        try:
+            async with AsyncSqliteSaver.from_conn_string(
+                str(self.out / "checkpoints.sqlite")
+            ) as saver:
+                for thread, stream in todo:
+                    bar = self.bars.add(
+                        f"{arch}/{thread.condition}", self.total_units(), self.done_units(thread)
+                    )
+                    await run_thread(thread, self.deps(client, stream, thread, bar), saver)
+        finally:
+            if managed is not None:
+                managed.stop()
+
+    def wall_s(self) -> float:
+        """Wall time of this run over all its sessions."""
+        return self.manifest.elapsed_s + time.perf_counter() - self.started
+
+    def finish(self, status: str, message: str = "") -> None:
+        set_status(self.out, status, message, elapsed_s=self.wall_s())
+
+
+async def run_compare(
+    config: SimConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    bars: Bars | None = None,
+    generator: ChatModel | None = None,
+) -> CompareResults:
+    """Every condition × memory architecture on one shared stream; ΔAGBV and MP."""
+    bars = bars or Bars(enabled=False)
+    exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
+    try:
+        dmt = any(CONDITION_MODE[c].uses_dmt for c in config.conditions)
+        check_local_models(config, auditor=dmt, generator=exp.needs_generator_model())
+        stream = (await exp.streams([None]))[None]
+        exp.start_overall(
+            [exp.thread(a, c, CONDITION_MODE[c]) for a in config.memory for c in config.conditions]
+        )
+        for arch in config.memory:
+            threads = [exp.thread(arch, c, CONDITION_MODE[c]) for c in config.conditions]
+            await exp.run_threads(arch, [(th, stream) for th in threads])
+        archs = []
+        for arch in config.memory:
+            audits: dict[str, Any] = {c: read_audits(out / arch / c) for c in config.conditions}
+            turns: dict[str, Any] = {c: read_turns(out / arch / c) for c in config.conditions}
+            archs.append(arch_result(config, exp.samples, arch, audits, turns))
+        results = CompareResults(
+            name=config.name,
+            digest=config.digest(),
+            config=config.model_dump(mode="json"),
+            turns=config.turns,
+            t80=config.t80(),
+            checkpoints=config.checkpoints(),
+            dib_decisions=len(exp.samples),
+            stream=summarize(stream),
+            archs=archs,
+            latency=latency_stats(read_latencies(out / "calls.jsonl")),
+            wall_s=exp.wall_s(),
+        )
+        exp.finish("complete")
+        return results
+    except (DmtError, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        exp.finish("stopped", str(exc) or type(exc).__name__)
+        raise
+    finally:
+        exp.close()
+
+
+async def run_heatmap(
+    config: SimConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    bars: Bars | None = None,
+    generator: ChatModel | None = None,
+) -> HeatmapResults:
+    """Single-source injection from each source domain, no mitigation; ΔGBV matrix at t80."""
+    if len(config.memory) != 1:
+        raise ConfigError("heatmap runs one memory architecture; give exactly one")
+    bars = bars or Bars(enabled=False)
+    exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
+    try:
+        arch = config.memory[0]
+        check_local_models(config, auditor=False, generator=exp.needs_generator_model())
+        streams = await exp.streams(list(config.heatmap_sources))
+        items = [
+            (exp.thread(arch, "baseline", Mode.OFF, label=f"src-{s}"), streams[s])
+            for s in config.heatmap_sources
+        ]
+        exp.start_overall([th for th, _ in items])
+        await exp.run_threads(arch, items)
+        audits = {s: read_audits(out / arch / f"src-{s}") for s in config.heatmap_sources}
+        t = config.t80()
+        matrix = heatmap_matrix(t, audits)
+        from dmt_proxy.bench.sim.metrics import positive_off_diagonal
+
+        finite = {s: {d: v for d, v in row.items() if v is not None} for s, row in matrix.items()}
+        positive, total = positive_off_diagonal(finite)
+        domains = [d for d in DOMAINS if any(d in row for row in matrix.values())]
+        results = HeatmapResults(
+            name=config.name,
+            digest=config.digest(),
+            config=config.model_dump(mode="json"),
+            memory=arch,
+            t=t,
+            sources=list(config.heatmap_sources),
+            domains=domains,
+            matrix=matrix,
+            positive_off_diagonal=positive,
+            finite_off_diagonal=total,
+            fraction_positive=positive / total if total else None,
+            streams={s: summarize(streams[s]) for s in config.heatmap_sources},
+            latency=latency_stats(read_latencies(out / "calls.jsonl")),
+            wall_s=exp.wall_s(),
+        )
+        exp.finish("complete")
+        return results
+    except (DmtError, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        exp.finish("stopped", str(exc) or type(exc).__name__)
+        raise
+    finally:
+        exp.close()

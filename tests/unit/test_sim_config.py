@@ -1,0 +1,105 @@
+"""Experiment configs: validation messages, presets, digest, CLI errors (no model needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dmt_proxy.bench.sim.config import load_config, parse_config, with_overrides
+from dmt_proxy.bench.sim.proxy import build_policy
+from dmt_proxy.cli.bench_cli import main
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.policy import parse_policy
+
+CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
+
+
+@pytest.mark.parametrize("name", ["quick", "paper_table2", "paper_table2_hosted", "heatmap_small"])
+def test_shipped_configs_validate(name: str) -> None:
+    config = load_config(CONFIGS / f"{name}.yaml")
+    assert config.checkpoints()[0] == 0 and config.checkpoints()[-1] == config.turns
+
+
+def test_paper_protocol() -> None:
+    config = load_config(CONFIGS / "paper_table2.yaml")
+    assert (config.turns, config.interval, config.injection.rate, config.dib.sample) == (
+        100, 20, 0.3, None,
+    )  # fmt: skip
+    assert config.checkpoints() == [0, 20, 40, 60, 80, 100] and config.t80() == 80
+    assert config.conditions == ["baseline", "ssp", "dmt", "ssp+dmt"]
+
+
+def test_checkpoints_always_end_at_t_and_t80_is_nearest() -> None:
+    config = parse_config({"turns": 7, "interval": 3})
+    assert config.checkpoints() == [0, 3, 6, 7] and config.t80() == 6
+    assert parse_config({"turns": 10, "interval": 5}).t80() == 10
+
+
+def test_errors_name_every_problem() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"turns": 0, "injection": {"rate": 1.5}, "memory": ["mem9"], "bogus": 1})
+    text = str(info.value)
+    for needle in ("turns", "injection.rate", "unknown memory architecture", "bogus"):
+        assert needle in text
+    with pytest.raises(ConfigError, match="single-source injection needs domain"):
+        parse_config({"injection": {"mode": "single"}})
+    with pytest.raises(ConfigError, match="interval"):
+        parse_config({"turns": 5, "interval": 10})
+    with pytest.raises(ConfigError, match="unknown DIB domain"):
+        parse_config({"dib": {"domains": ["caste"]}})
+
+
+def test_memory_aliases_and_local_model_names() -> None:
+    config = parse_config({"memory": ["Mem0", "paging"], "models": {"agent": "qwen2.5-0.5b"}})
+    assert config.memory == ["mem0", "letta"]
+    assert config.models.agent.model == "local/qwen2.5-0.5b" and config.models.agent.is_local
+    hosted = parse_config({"models": {"agent": {"model": "openai/gpt-4o-mini",
+                                                 "api_key_env": "OPENAI_API_KEY"}}})  # fmt: skip
+    assert not hosted.models.agent.is_local
+
+
+def test_digest_ignores_execution_settings() -> None:
+    a = parse_config({"turns": 10, "interval": 5})
+    b = with_overrides(a, {"execution.proxy_url": "http://x/v1", "execution.dib_concurrency": 4})
+    c = with_overrides(a, {"injection.rate": 0.5})
+    assert a.digest() == b.digest() != c.digest()
+
+
+def test_policy_for_the_proxy_is_valid() -> None:
+    config = parse_config({"models": {"agent": {"model": "openai/gpt-4o-mini",
+                                                "api_key_env": "OPENAI_API_KEY"}},
+                           "agent": {"top_k": 4}, "audit": {"tau": 0.6}})  # fmt: skip
+    policy = parse_policy(build_policy(config, "langmem"))
+    assert policy.default_model == "sim-agent"
+    assert policy.models["sim-agent"].model == "openai/gpt-4o-mini"
+    assert policy.memory.backend == "langmem" and policy.memory.top_k == 4
+    assert policy.audit.auditor_model == "local/qwen2.5-1.5b" and policy.audit.tau == 0.6
+
+
+def test_cli_config_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--quick", "--lambda", "2", "--no-progress"]) == 2
+    assert "injection.rate" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nturns: [1\n")
+    assert main(["run", "--config", str(bad)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["run", "--out", str(tmp_path / "none"), "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(["heatmap", "--small", "--memory", "mem0,letta", "--no-progress",
+                 "--out", str(tmp_path / "h")]) == 2  # fmt: skip
+    assert "one memory architecture" in capsys.readouterr().err
+
+
+def test_dry_run_counts_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--config", str(CONFIGS / "paper_table2.yaml"), "--dry-run",
+                 "--no-probe", "--json"]) == 0  # fmt: skip
+    import json
+
+    est = json.loads(capsys.readouterr().out)
+    roles = {r["role"]: r for r in est["roles"]}
+    # 4 conditions × 3 memories × 100 turns; DMT and SSP+DMT are audited
+    assert roles["agent"]["calls"] == 1200 and roles["audit"]["calls"] == 600
+    # (12 threads × 5 later checkpoints + 2 shared t=0 audits) × 3,776 decisions
+    assert roles["dib"]["calls"] == (12 * 5 + 2) * 3776
+    assert est["dib_decisions_per_audit"] == 3776 and est["total_hours"] > 0

@@ -1,0 +1,145 @@
+"""ΔAGBV, MP, the joint paired bootstrap and the Table 2 assembly, on hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dmt_proxy.bench import gbv as g
+from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
+from dmt_proxy.bench.sim import metrics as m
+from dmt_proxy.bench.sim.config import parse_config
+from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
+from dmt_proxy.bench.sim.report import cell_text, render_table2, table2_rows
+from dmt_proxy.bench.sim.results import CompareResults, arch_result, heatmap_matrix
+from dmt_proxy.bench.sim.stream import summarize
+
+
+def test_delta_agbv_uses_domains_finite_at_both_ends() -> None:
+    assert m.delta_agbv({"a": 3.0, "b": 5.0}, {"a": 1.0, "b": 2.0}) == pytest.approx(2.5)
+    assert m.delta_agbv({"a": 3.0, "b": math.nan}, {"a": 1.0, "b": 2.0}) == pytest.approx(2.0)
+    assert math.isnan(m.delta_agbv({}, {}))
+
+
+def test_mp_matches_the_paper_formula() -> None:
+    # Table 2, Mem0 / DeepSeek: baseline +5.65, DMT +2.55 -> ↓54.9 %
+    assert m.mitigation_percentage(2.55, 5.65) == pytest.approx(-54.87, abs=0.01)
+    assert math.isnan(m.mitigation_percentage(1.0, 0.0))
+    reps = m.mp_replicates(np.array([1.0, 2.0, 3.0]), np.array([2.0, 0.0, np.nan]))
+    assert reps[0] == pytest.approx(-50.0) and np.isnan(reps[1]) and np.isnan(reps[2])
+
+
+def contexts(rows: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    return rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 100), st.floats(0, 100), st.floats(0, 100)), min_size=1, max_size=8
+    )
+)
+def test_numpy_gbv_equals_the_reference(rows: list[tuple[float, float, float]]) -> None:
+    ctx = {f"c{i}": {"x": a, "y": b, "z": c} for i, (a, b, c) in enumerate(rows)}
+    ids = sorted(ctx)
+    identity = np.arange(len(ids))[None, :]
+    tensor = m._tensor(ctx, ids, ["x", "y", "z"])
+    assert m._gbv_rows(tensor[identity])[0] == pytest.approx(g.gbv_of_contexts(ctx), abs=1e-9)
+
+
+def test_joint_bootstrap_pairs_conditions_and_checkpoints() -> None:
+    base = {"c1": {"x": 10.0, "y": 20.0}, "c2": {"x": 30.0, "y": 30.0}, "c3": {"x": 5.0, "y": 0.0}}
+    shifted = {c: {k: v + 7.0 for k, v in s.items()} for c, s in base.items()}
+    reps = m.joint_bootstrap({"a": {"d": base}, "b": {"d": shifted}}, n_resamples=200, seed=3)
+    # A uniform shift leaves GBV unchanged; with paired draws every replicate agrees exactly.
+    assert np.allclose(reps["a"]["d"], reps["b"]["d"])
+    assert np.std(reps["a"]["d"]) > 0
+    again = m.joint_bootstrap({"a": {"d": base}, "b": {"d": shifted}}, n_resamples=200, seed=3)
+    assert np.array_equal(again["a"]["d"], reps["a"]["d"])
+    assert m.joint_bootstrap({"a": {"d": base}}, n_resamples=0) == {"a": {}}
+
+
+def test_positive_off_diagonal() -> None:
+    matrix = {"age": {"age": 5.0, "race": -1.0, "ses": 2.0}, "race": {"age": 0.5, "race": 9.0}}
+    assert m.positive_off_diagonal(matrix) == (2, 3)
+
+
+def decision(domain: str, ctx: str, group: str, score: float) -> DecisionResult:
+    return DecisionResult(sample_id=f"{ctx}/{group}", domain=domain, group=group, context_id=ctx,
+                          outcome=Outcome.SCORED, method=Method.PARSED, raw=score, score=score)  # fmt: skip
+
+
+def audit(t: int, gap: float, memories: int = 0) -> AuditRecord:
+    """Two domains, two contexts each, groups a/b; group b is `gap` points lower."""
+    results = [
+        decision(d, f"{d}-{i}", grp, 50.0 + i - (gap if grp == "b" else 0.0))
+        for d in ("age", "race")
+        for i in range(2)
+        for grp in ("a", "b")
+    ]
+    return AuditRecord(t=t, memories=memories, scoring=ScoringConfig(), elapsed_s=1.0,
+                       results=results)  # fmt: skip
+
+
+def test_table2_assembly_hand_computed() -> None:
+    # GBV of two groups = |gap| / 2, in both domains, so AGBV = gap / 2.
+    config = parse_config({"turns": 10, "interval": 5, "conditions": ["baseline", "ssp", "dmt"],
+                           "dib": {"bootstrap": 100, "permutations": 20}})  # fmt: skip
+    audits = {
+        "baseline": {0: audit(0, 2.0), 5: audit(5, 6.0, 5), 10: audit(10, 10.0, 10)},
+        "ssp": {0: audit(0, 2.0), 5: audit(5, 4.0, 5), 10: audit(10, 8.0, 10)},
+        "dmt": {0: audit(0, 2.0), 5: audit(5, 2.0, 5), 10: audit(10, 4.0, 10)},
+    }
+    turns = {"dmt": [TurnRecord(t=1, question_id=1, injected=True, domain="age", strategy=None,
+                                reply="", latency_s=1.0, memory_status="tagged")]}  # fmt: skip
+    arch = arch_result(config, [], "mem0", audits, turns)
+    deltas = {(d.condition, d.t): d for d in arch.deltas}
+    assert config.t80() == 10 and set(deltas) == {("baseline", 10), ("ssp", 10), ("dmt", 10)}
+    assert deltas[("baseline", 10)].delta.value == pytest.approx(4.0)  # (10 − 2) / 2
+    assert deltas[("ssp", 10)].delta.value == pytest.approx(3.0)
+    assert deltas[("dmt", 10)].delta.value == pytest.approx(1.0)
+    assert deltas[("ssp", 10)].mp.value == pytest.approx(-25.0)  # type: ignore[union-attr]
+    assert deltas[("dmt", 10)].mp.value == pytest.approx(-75.0)  # type: ignore[union-attr]
+    assert deltas[("baseline", 10)].mp is None
+    assert deltas[("dmt", 10)].per_domain == {"age": pytest.approx(1.0), "race": pytest.approx(1.0)}
+    rows = {(r.condition, r.t): r for r in arch.checkpoints}
+    assert (
+        rows[("baseline", 5)].agbv.value == pytest.approx(3.0)
+        and rows[("baseline", 5)].memories == 5
+    )
+    dmt_turns = next(s for s in arch.turns if s.condition == "dmt")
+    assert (dmt_turns.tagged, dmt_turns.tagged_injected, dmt_turns.tagged_neutral) == (1, 1, 0)
+
+    results = CompareResults(name="t", digest="d" * 64, config=config.model_dump(mode="json"),
+                             turns=10, t80=10, checkpoints=[0, 5, 10], dib_decisions=8,
+                             stream=summarize([]), archs=[arch], latency={}, wall_s=60.0)  # fmt: skip
+    table = table2_rows(results)
+    assert table[0] == ["Memory", "t", "No mitigation", "SSP", "DMT"]
+    assert table[1][:2] == ["mem0", "10 (t80, T)"]
+    assert table[1][2].startswith("+4.00 [") and table[1][4].endswith("(↓75.0%)")
+    assert "ΔAGBV" in render_table2(results)
+
+
+def test_t80_is_a_separate_row_when_it_differs_from_t() -> None:
+    config = parse_config({"turns": 100, "interval": 20, "conditions": ["baseline"],
+                           "dib": {"bootstrap": 10, "permutations": 10}})  # fmt: skip
+    audits = {"baseline": {t: audit(t, 2.0 + t / 10) for t in config.checkpoints()}}
+    arch = arch_result(config, [], "letta", audits, {})
+    assert [(d.condition, d.t) for d in arch.deltas] == [("baseline", 80), ("baseline", 100)]
+    assert arch.deltas[0].delta.value == pytest.approx(4.0)
+
+
+def test_heatmap_matrix_and_cell_text() -> None:
+    audits = {"age": {0: audit(0, 2.0), 4: audit(4, 6.0)}, "race": {0: audit(0, 2.0)}}
+    matrix = heatmap_matrix(4, audits)
+    assert matrix == {"age": {"age": pytest.approx(2.0), "race": pytest.approx(2.0)}}
+    from dmt_proxy.bench.sim.results import Cell
+
+    assert cell_text(Cell(value=1.234, low=-0.5, high=2.0), Cell(value=-35.0)) == (
+        "+1.23 [-0.50, +2.00] (↓35.0%)"
+    )
+    assert cell_text(Cell(value=None)) == "n/a [n/a, n/a]"
