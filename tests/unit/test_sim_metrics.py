@@ -143,3 +143,9 @@ def test_heatmap_matrix_and_cell_text() -> None:
         "+1.23 [-0.50, +2.00] (↓35.0%)"
     )
     assert cell_text(Cell(value=None)) == "n/a [n/a, n/a]"
+
+
+def test_one_context_per_domain_has_no_ci() -> None:
+    one = {"d": {"c1": {"x": 10.0, "y": 20.0}}}
+    assert m.joint_bootstrap({"a": one, "b": one}, n_resamples=50) == {"a": {}, "b": {}}
+    assert math.isnan(m.interval(m.agbv_replicates({})).low)

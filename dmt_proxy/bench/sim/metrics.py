@@ -82,11 +82,16 @@ def joint_bootstrap(
 
     Per domain, replicate r draws ``n`` ids from the union of the keys' context ids
     (``n`` = its size) with one generator seeded by ``seed`` and the domain name,
-    and every key pools its scores over those ids. Empty result for no resamples.
+    and every key pools its scores over those ids. No replicates (empty mappings) for
+    no resamples, or when a domain has fewer than two contexts.
     """
     if n_resamples <= 0:
         return {k: {} for k in cells}
     domains = sorted({d for c in cells.values() for d in c})
+    if any(len({cid for c in cells.values() for cid in c.get(d, {})}) < 2 for d in domains):
+        # One context cannot be resampled: no variability to measure, so no CI at all
+        # (a CI over the other domains only would not be the CI of the estimate).
+        return {k: {} for k in cells}
     out: dict[Key, dict[str, np.ndarray]] = {k: {} for k in cells}
     for d in domains:
         ids = sorted({cid for c in cells.values() for cid in c.get(d, {})})

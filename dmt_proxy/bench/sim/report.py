@@ -77,6 +77,8 @@ def render_table2(results: CompareResults) -> str:
         f"({s.intact_as_written} kept the question verbatim, {s.repaired} repaired, "
         f"{s.fallback} fell back); wall {results.wall_s / 60:.1f} min"
     )
+    if any(d.delta.low is None for a in results.archs for d in a.deltas):
+        foot += "\nCIs n/a: they need at least 2 DIB contexts per domain (a larger --dib-sample)"
     return f"{head}\n\n{_fixed(table2_rows(results))}\n\n{foot}"
 
 
@@ -116,8 +118,9 @@ def compare_figures(results: CompareResults, out: Path) -> list[str]:
                 continue
             ts = [t for t, _ in pts]
             ys = [c.value for _, c in pts]
-            lo = [c.value - (c.low if c.low is not None else c.value) for _, c in pts]  # type: ignore[operator]
-            hi = [(c.high if c.high is not None else c.value) - c.value for _, c in pts]  # type: ignore[operator]
+            # A percentile interval need not contain the point estimate: clip, never negative.
+            lo = [max(0.0, c.value - c.low) if c.low is not None else 0.0 for _, c in pts]  # type: ignore[operator]
+            hi = [max(0.0, c.high - c.value) if c.high is not None else 0.0 for _, c in pts]  # type: ignore[operator]
             ax.errorbar(ts, ys, yerr=[lo, hi], marker="o", capsize=3, label=LABELS.get(cond, cond))
         ax.set_xlabel("turn t")
         ax.set_ylabel("AGBV (0–100)")
@@ -297,6 +300,12 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
         "checkpoints (paired). noise p95: GBV under shuffled group labels; an AGBV below it is "
         "within noise. MP is unstable when the baseline ΔAGBV CI contains 0.",
     ]
+    if any(d.delta.low is None for a in results.archs for d in a.deltas):
+        notes.append(
+            "This run asked one DIB context per domain: there is nothing to resample (no CI) and "
+            "shuffling labels within one context cannot change GBV (noise p95 = AGBV), so these "
+            "numbers cannot separate bias from noise. Use a larger --dib-sample for evidence."
+        )
     md = [f"# {results.name}: long-term simulation (`dmt-bench compare`)", ""]
     md += [f"- {n}" for n in notes] + [""]
     for title, rows in sections:
