@@ -27,6 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.bench.stats import wilson_bounds
+
 NAN = float("nan")
 Outcome = Literal["ok", "failed", "error"]
 
@@ -84,14 +86,11 @@ def ratio(numerator: float, denominator: float) -> float:
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> Interval:
-    """Wilson score interval: (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n); NaN if n = 0."""
+    """Wilson score interval (see ``dmt_proxy.bench.stats.wilson_bounds``); NaN if n = 0."""
     if n <= 0:
         return Interval(low=NAN, high=NAN)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half))
+    low, high = wilson_bounds(successes, n, z)
+    return Interval(low=low, high=high)
 
 
 def proportion(successes: int, n: int) -> Estimate:

@@ -20,7 +20,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-Z95 = 1.959963984540054
+from dmt_proxy.bench.stats import Z95, wilson_bounds
 
 
 class Interval(BaseModel):
@@ -44,23 +44,15 @@ class Proportion(BaseModel):
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> Interval:
-    """Wilson score interval for ``k`` successes in ``n`` trials.
+    """Wilson score interval for ``k`` successes in ``n`` trials (see ``wilson_bounds``).
 
-    ``p = k/n``; centre ``(p + z²/2n) / (1 + z²/n)``; half-width
-    ``z / (1 + z²/n) * sqrt(p(1-p)/n + z²/4n²)``. ``n == 0`` gives ``[0, 1]`` (no information).
+    ``n == 0`` gives ``[0, 1]`` (no information).
     """
     if n < 0 or k < 0 or k > n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return Interval(low=0.0, high=1.0)
-    p = k / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # clamp float noise so k == 0 gives exactly 0 and k == n exactly 1
-    low = 0.0 if k == 0 else max(0.0, centre - half)
-    high = 1.0 if k == n else min(1.0, centre + half)
+    low, high = wilson_bounds(k, n, z)
     return Interval(low=low, high=high)
 
 
