@@ -63,41 +63,14 @@ from dmt_proxy.memory.consolidation import (
     summarize_deterministic,
     summarize_with_model,
 )
+from dmt_proxy.memory.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
 from dmt_proxy.memory.registry import BackendConfig, LLMConfig, register_backend
 from dmt_proxy.memory.vectors import VectorMatrix
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel
 
 T = TypeVar("T")
-SCHEMA_VERSION = 1
 _SUMMARY_NS = uuid.UUID("6b1f3c1e-0d7a-4c55-9a51-2f0d6c1f7a10")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    id TEXT PRIMARY KEY,
-    user_key TEXT NOT NULL,
-    core_key TEXT NOT NULL,
-    user TEXT NOT NULL,
-    agent TEXT,
-    session TEXT,
-    tier TEXT NOT NULL CHECK (tier IN ('core', 'archival')),
-    kind TEXT NOT NULL CHECK (kind IN ('interaction', 'summary')),
-    seq INTEGER NOT NULL,
-    summarized INTEGER NOT NULL DEFAULT 1,
-    audit_status TEXT NOT NULL,
-    body TEXT NOT NULL,
-    embedding BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS records_core ON records (core_key, tier, kind, seq);
-CREATE INDEX IF NOT EXISTS records_user ON records (user_key, tier);
-CREATE TABLE IF NOT EXISTS summary_sources (
-    summary_id TEXT NOT NULL,
-    source_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (summary_id, source_id)
-);
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-"""
 
 
 @dataclass
@@ -117,10 +90,6 @@ Archive = tuple[VectorMatrix, dict[str, tuple[str | None, str | None, str]]]
 
 def _core_key(scope: Scope) -> str:
     return Scope(user=scope.user, agent=scope.agent).key
-
-
-def _blob(vector: list[float]) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
 
 
 def _state_json(record: MemoryRecord) -> str:
@@ -176,7 +145,7 @@ class LettaPagingBackend:
         try:
             conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             conn.execute(
                 "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
             )
@@ -279,7 +248,7 @@ class LettaPagingBackend:
 
     async def write(self, scope: Scope, record: MemoryRecord) -> MemoryRecord:
         check_write(scope, record)
-        vector = _blob((await self._embed([record.text]))[0])
+        vector = vector_blob((await self._embed([record.text]))[0])
 
         def run() -> tuple[MemoryRecord, bool]:
             row = self._conn.execute(
@@ -408,7 +377,7 @@ class LettaPagingBackend:
                     prev_text, texts, max_chars=self._options.summary_max_chars
                 )
                 self.stats.deterministic_summaries += 1
-            vector = _blob((await self._embed([text]))[0])
+            vector = vector_blob((await self._embed([text]))[0])
 
             def store() -> None:
                 self._conn.execute("BEGIN")
