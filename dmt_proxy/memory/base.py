@@ -37,6 +37,11 @@ INTERACTION_FORMAT_V1 = "User: {query}\nAssistant: {answer}"
 """How an interaction (q_t, r_t) is rendered into the stored text (version 1)."""
 
 
+RECORD_SCHEMA_VERSION = 1
+"""Format of a stored record, written with it by every backend. Records stored before the
+field existed are format 1 (the field's default), so a later release can tell what it reads."""
+
+
 class MemoryStoreError(DmtError):
     """The memory store failed at run time (disk, lock, corrupt data)."""
 
@@ -120,6 +125,8 @@ class MemoryRecord(BaseModel):
     audit_status: AuditStatus = AuditStatus.PENDING
     tag: BiasTag | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    schema_version: int = Field(default=RECORD_SCHEMA_VERSION, ge=1)
+    """The record format it was written with (``RECORD_SCHEMA_VERSION`` for new records)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> MemoryRecord:

@@ -106,6 +106,7 @@ def _value(record: MemoryRecord, kind: str, extra: dict[str, Any] | None = None)
         "audit_status": record.audit_status.value,
         "tag": record.tag.model_dump(mode="json") if record.tag else None,
         "metadata": record.metadata,
+        "schema_version": record.schema_version,
     }
     value.update(extra or {})
     return value
@@ -130,6 +131,7 @@ def _record(value: dict[str, Any]) -> MemoryRecord:
         audit_status=AuditStatus(value["audit_status"]),
         tag=BiasTag.model_validate(value["tag"]) if value.get("tag") else None,
         metadata=metadata,
+        schema_version=int(value.get("schema_version", 1)),
     )
 
 

@@ -209,6 +209,7 @@ class Mem0Backend:
             "dmt_tag": record.tag.model_dump(mode="json") if record.tag else None,
             "dmt_meta": record.metadata,
             "created_at": record.created_at.isoformat(),
+            "dmt_schema": record.schema_version,
         }
 
     def _record(self, item: dict[str, Any]) -> MemoryRecord:
@@ -229,6 +230,7 @@ class Mem0Backend:
             audit_status=AuditStatus(meta.get("audit_status", AuditStatus.UNAUDITED.value)),
             tag=BiasTag.model_validate(meta["dmt_tag"]) if meta.get("dmt_tag") else None,
             metadata=extra,
+            schema_version=int(meta.get("dmt_schema", 1)),
         )
 
     def _visible_items(self, scope: Scope | None, id: str) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@ headers or process-wide with ``FakeUpstreamConfig``:
 * ``truncate``: streams stop after the first chunk without ``[DONE]``;
 * ``answer``: the canned reply (e.g. a verdict JSON, to stand in for an auditor).
 
+``/health`` also counts the distinct client connections that sent chat requests.
+
 Run it: ``python -m dmt_proxy.upstream.fake_server --port 9100`` (every setting is
 also a flag, so a proxy process can be pointed at a failing upstream). ``/health``
 reports how many chat requests it received, so tests can count retries.
@@ -74,9 +76,12 @@ def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
     """The fake upstream as an ASGI app."""
     cfg = config or FakeUpstreamConfig()
     stats = {"requests": 0}
+    peers: set[tuple[str, int]] = set()
 
     async def chat(request: Request) -> Response:
         stats["requests"] += 1
+        if request.client:  # distinct client sockets: shows whether callers reuse connections
+            peers.add((request.client.host, request.client.port))
         body = await request.json()
         model = str(body.get("model", "fake"))
         delay = float(request.headers.get("x-fake-delay-s", cfg.delay_s))
@@ -111,7 +116,7 @@ def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
     async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok", **stats})
+        return JSONResponse({"status": "ok", **stats, "connections": len(peers)})
 
     return Starlette(
         routes=[

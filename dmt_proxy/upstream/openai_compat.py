@@ -27,6 +27,8 @@ from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.upstream.base import ChatModel, UpstreamCall
 
 _COMPAT_PREFIXES = ("openai/", "hosted_vllm/")
+_MAX_LINES_AFTER_DONE = 16
+"""Lines read (and ignored) after ``data: [DONE]`` before the stream is dropped instead."""
 
 
 def is_openai_compatible(call: UpstreamCall) -> bool:
@@ -164,13 +166,23 @@ class OpenAICompatChatModel:
         response = await self._open_stream(call)
         try:
             done = False
+            after_done = 0
             async for line in response.aiter_lines():
+                if done:
+                    # Read on to the end of the body so the connection goes back to the pool:
+                    # stopping at [DONE] closed it, and every stream paid a new TCP connect
+                    # (profile: ~25 % of the proxy's CPU at 64 streams). Bounded, in case an
+                    # upstream keeps talking after [DONE].
+                    after_done += 1
+                    if after_done > _MAX_LINES_AFTER_DONE:
+                        break
+                    continue
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
                     done = True
-                    break
+                    continue
                 try:
                     chunk = json.loads(payload)
                 except json.JSONDecodeError as exc:

@@ -28,6 +28,7 @@ from dmt_proxy.memory import (
     create_backend,
     known_backends,
 )
+from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 BACKENDS = ["memory", "mem0", "langmem", "letta"]
@@ -211,6 +212,9 @@ async def test_survives_close_and_reopen(open_backend: Opener, tmp_path: Path) -
     assert listed[1].tag == TAG and listed[1].audit_status is AuditStatus.TAGGED
     hits = await reopened.search(alice, "What is the name of my dog?", k=2)
     assert hits[0].record.id == records[0].id
+    # Every record is read back with the format version it was written with (issue 9, item 5).
+    assert {r.schema_version for r in listed} == {RECORD_SCHEMA_VERSION}
+    assert hits[0].record.schema_version == RECORD_SCHEMA_VERSION
 
 
 async def test_rejects_bad_writes(open_backend: Opener) -> None:

@@ -17,7 +17,7 @@ import pytest
 from dmt_proxy.audit.outbox import OUTBOX_SCHEMA_VERSION, ROW_SCHEMA_VERSION, Outbox
 from dmt_proxy.audit.worker import OutboxWorker, drain
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.base import MemoryRecord, Scope
+from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION, MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import SNAPSHOT_VERSION, InMemoryBackend
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy
@@ -160,3 +160,13 @@ async def test_in_memory_snapshot_carries_a_version_and_round_trips(tmp_path: Pa
     reopened = InMemoryBackend(snapshot=snapshot)
     assert await reopened.list(scope) == written
     await reopened.close()
+
+
+def test_records_stored_before_the_version_field_read_as_format_1() -> None:
+    # The letta and in-memory stores keep the record's JSON body; bodies written before
+    # schema_version existed lack it and must still load (as format 1, the only format then).
+    record = MemoryRecord.from_interaction(Scope(user="alice"), "Old question?", "Old answer.")
+    body = json.loads(record.model_dump_json())
+    assert body.pop("schema_version") == RECORD_SCHEMA_VERSION == 1
+    legacy = MemoryRecord.model_validate(body)
+    assert legacy.schema_version == 1 and legacy.text == record.text
