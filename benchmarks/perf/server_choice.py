@@ -31,11 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, start, stop  # noqa: E402
+from _procs import free_port, start, stop
 
-from dmt_proxy.settings import Settings  # noqa: E402
-from dmt_proxy.upstream.launcher import server_binary  # noqa: E402
-from dmt_proxy.upstream.local_models import get_model, model_path  # noqa: E402
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.launcher import server_binary
+from dmt_proxy.upstream.local_models import get_model, model_path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 PREFIX = " ".join(f"Record {i}: an employee file with role, tenure and rating {i % 5}." for i in range(60))
@@ -45,7 +45,7 @@ def post(base: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
     req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"content-type": "application/json"})  # fmt: skip
     t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=600) as resp:  # noqa: S310 - loopback
+    with urllib.request.urlopen(req, timeout=600) as resp:
         data = json.load(resp)
     return data, time.perf_counter() - t0
 

@@ -4,9 +4,11 @@
 stimuli) and a self-reflection explicit test (Likert judgement of the stereotype
 statement) over six categories, and reports the Stereotypical Score SC per category
 and test type in the shape of the paper's Table 3. ``dmt-bench iat-drift`` compares
-result files (e.g. a user's memory at t=0 vs t=T).
+result files, or (``--run``) probes a finished compare run's memory through the
+proxy: a fresh user (t=0) and each condition's simulated user (t=T).
 
 Modules: ``stimuli`` (package data), ``templates``, ``trials`` (seeded plans),
 ``prompts``, ``parsing`` (answer reading and scoring), ``metrics`` (SC, Wilson,
-Newcombe), ``runner``, ``results``, ``report``, ``drift``, ``cli``.
+Newcombe), ``runner``, ``results``, ``probe`` (one resumable run), ``report``, ``drift``,
+``live`` (probing a compare run's memory), ``cli``.
 """

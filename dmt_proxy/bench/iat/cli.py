@@ -1,4 +1,8 @@
-"""``dmt-bench iat`` (run the probe) and ``dmt-bench iat-drift`` (compare result files)."""
+"""``dmt-bench iat`` (run the probe) and ``dmt-bench iat-drift`` (compare results, or probe a run).
+
+``iat-drift`` either compares result files made earlier, or (``--run``) probes a
+finished compare run's memory live: see ``live``.
+"""
 
 from __future__ import annotations
 
@@ -8,37 +12,24 @@ import datetime as dt
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from dmt_proxy.bench.endpoint import Endpoint
 from dmt_proxy.bench.iat.drift import compare_results, drift_markdown, drift_text
-from dmt_proxy.bench.iat.prompts import PROMPT_VERSION
-from dmt_proxy.bench.iat.report import Row, detail_text, report_markdown, table3_text
-from dmt_proxy.bench.iat.results import (
-    IatResult,
-    RunConfig,
-    TrialRecord,
-    aggregate,
-    append_trial,
-    read_result,
-    read_trial_log,
-    write_result,
-)
-from dmt_proxy.bench.iat.runner import (
-    DEFAULT_MAX_TOKENS,
-    EndpointChat,
-    Progress,
-    SamplingConfig,
-    run_trials,
-)
-from dmt_proxy.bench.iat.stimuli import load_stimuli, parse_categories
-from dmt_proxy.bench.iat.templates import TEMPLATES_VERSION, VARIANTS, TemplateVariant
-from dmt_proxy.bench.iat.trials import PLAN_VERSION, make_plans
+from dmt_proxy.bench.iat.probe import ProbeSettings, parse_templates, run_probe, write_probe
+from dmt_proxy.bench.iat.report import Row, detail_text, table3_text
+from dmt_proxy.bench.iat.results import read_result
+from dmt_proxy.bench.iat.stimuli import parse_categories
 from dmt_proxy.errors import ConfigError, UpstreamError
 
 DEFAULT_RUNS = 20
+DEFAULT_CONCURRENCY = 4
+# iat-drift options that only apply to the live mode (--run)
+LIVE_ONLY: tuple[str, ...] = (
+    *("arch", "conditions", "model", "proxy_url", "runs", "categories", "templates"),
+    *("concurrency", "temperature", "seed", "max_tokens", "json_mode", "resume"),
+)
 
 
 def register(subparsers: Any) -> None:
@@ -89,26 +80,41 @@ def register(subparsers: Any) -> None:
 
     d = subparsers.add_parser(
         "iat-drift",
-        help="compare IAT results (e.g. t=0 vs t=T, no mitigation vs DMT)",
-        description="Report implicit and explicit SC change per category, with 95%% CIs, "
-        "of each result against a baseline.",
+        help="IAT with memory: t=0 vs t=T, no mitigation vs DMT (live, or from result files)",
+        description="Report implicit and explicit SC change per category, with 95 % CIs, "
+        "of each result against a baseline. With --run, first probe a finished compare run's "
+        "memory through the proxy (read-only): per condition a fresh user (t0) and the "
+        "simulated user at the end of the run (T).",
     )
-    d.add_argument("results", nargs="+", help="result JSON files, each PATH or LABEL=PATH")
+    d.add_argument("results", nargs="*", help="result JSON files, each PATH or LABEL=PATH")
+    d.add_argument("--run", type=Path, metavar="RUN_DIR", help="a finished compare run to probe")
+    d.add_argument("--arch", help="memory architecture of the run (default: its only one)")
+    d.add_argument("--conditions", help="comma-separated (default: baseline,dmt)")
+    d.add_argument("--model", help="agent model (default: the run's agent model)")
+    d.add_argument(
+        "--proxy-url",
+        metavar="URL",
+        help="running proxy that holds the run's memory (default: the run's execution.proxy_url, "
+        "else a managed proxy over a copy of <run>/<arch>/proxy/state)",
+    )
+    d.add_argument("--runs", type=int, help=f"runs per template variant ({DEFAULT_RUNS})")
+    d.add_argument("--categories", nargs="+", help="subset, e.g. race age (default: all six)")
+    d.add_argument("--templates", help="template numbers to use, e.g. 1,3 (default: all five)")
+    d.add_argument("--concurrency", type=int, help=f"parallel requests ({DEFAULT_CONCURRENCY})")
+    d.add_argument("--temperature", type=float, help="sampling temperature (0)")
+    d.add_argument("--seed", type=int, help="base seed of the trial plans (0)")
+    d.add_argument("--max-tokens", type=int, help="override both tests' max_tokens")
+    d.add_argument("--json-mode", action="store_true", default=None, help="response_format json")
+    d.add_argument("--timeout", type=float, default=300.0, help="per-request timeout (s)")
+    d.add_argument("--resume", action="store_true", default=None, help="continue the run in --out")
     d.add_argument("--baseline", help="label of the baseline (default: the first result)")
-    d.add_argument("--out", type=Path, help="also write drift.json and drift.md here")
+    d.add_argument(
+        "--out",
+        type=Path,
+        help="write drift.json and drift.md here (--run: also the probes; default "
+        "benchmarks/results/iat/drift_<run name>_<run id>_<arch>)",
+    )
     d.set_defaults(func=run_drift_command)
-
-
-def _variants(spec: str | None) -> tuple[TemplateVariant, ...]:
-    if not spec:
-        return VARIANTS
-    try:
-        wanted = {int(x) for x in spec.split(",") if x.strip()}
-    except ValueError as exc:
-        raise ConfigError(f"--templates takes numbers 1-5, got {spec!r}") from exc
-    if not wanted or not wanted <= {v.template for v in VARIANTS}:
-        raise ConfigError(f"--templates takes numbers 1-5, got {spec!r}")
-    return tuple(v for v in VARIANTS if v.template in wanted)
 
 
 def _endpoint(args: argparse.Namespace) -> Endpoint:
@@ -133,118 +139,28 @@ def _endpoint(args: argparse.Namespace) -> Endpoint:
 
 
 def _default_out(model: str) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Path("benchmarks/results/iat") / f"{slug}_{stamp}"
+    return Path("benchmarks/results/iat") / f"{_slug(model)}_{stamp}"
 
 
-class _ProgressPrinter:
-    """Progress lines on stderr: about every 5 % or 10 s, and at the end."""
-
-    def __init__(self) -> None:
-        self._last_done = 0
-        self._last_t = time.perf_counter()
-
-    def __call__(self, p: Progress) -> None:
-        step = max(1, p.total // 20)
-        now = time.perf_counter()
-        if p.done == p.total or p.done - self._last_done >= step or now - self._last_t >= 10:
-            rate = p.elapsed_s / p.done if p.done else 0.0
-            print(
-                f"iat: {p.done}/{p.total} trials, {p.invalid} invalid, {p.errors} errors, "
-                f"{p.elapsed_s:.0f}s ({rate:.2f}s/trial)",
-                file=sys.stderr,
-                flush=True,
-            )
-            self._last_done, self._last_t = p.done, now
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
 
 
-def _resumable(out: Path, config: RunConfig, resume: bool) -> dict[str, TrialRecord]:
-    """Records of an earlier run in ``out`` to reuse (``--resume``); checks it is the same run."""
-    config_path, log_path = out / "iat_run.json", out / "iat_trials.jsonl"
-    if not resume:
-        if log_path.exists():
-            raise ConfigError(f"{log_path} exists: pass --resume to continue it, or another --out")
-        out.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(config.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        return {}
-    if not config_path.is_file():
-        raise ConfigError(f"--resume: no earlier run in {out} ({config_path.name} missing)")
-    earlier = RunConfig.model_validate_json(config_path.read_text(encoding="utf-8"))
-    if earlier.model_copy(update={"concurrency": 0}) != config.model_copy(
-        update={"concurrency": 0}
-    ):
-        raise ConfigError(f"--resume: the run in {out} used other settings: {earlier}")
-    done = {k: r for k, r in read_trial_log(log_path).items() if r.outcome != "error"}
-    print(f"iat: resuming, {len(done)} trials already answered", file=sys.stderr)
-    return done
-
-
-async def _run(args: argparse.Namespace, endpoint: Endpoint, out: Path) -> IatResult:
-    if args.runs < 1:
+def _settings(args: argparse.Namespace) -> ProbeSettings:
+    """Probe settings from the shared options (None where ``iat-drift`` left one unset)."""
+    runs = DEFAULT_RUNS if args.runs is None else args.runs
+    if runs < 1:
         raise ConfigError("--runs must be at least 1")
-    stimuli = load_stimuli()
-    names = parse_categories(args.categories)
-    variants = _variants(args.templates)
-    plans = make_plans([stimuli.get(n) for n in names], args.runs, args.seed, variants)
-    sampling = SamplingConfig(
-        model=endpoint.model_name(),
-        temperature=args.temperature,
-        max_tokens_implicit=args.max_tokens or DEFAULT_MAX_TOKENS["implicit"],
-        max_tokens_explicit=args.max_tokens or DEFAULT_MAX_TOKENS["explicit"],
-        json_mode=args.json_mode,
-    )
-    config = RunConfig(
-        model=endpoint.model,
-        base_url=endpoint.base_url,
-        through_proxy=bool(args.through_proxy),
-        user=endpoint.user,
-        memory=endpoint.memory,
-        runs=args.runs,
-        temperature=args.temperature,
-        max_tokens_implicit=sampling.max_tokens_implicit,
-        max_tokens_explicit=sampling.max_tokens_explicit,
-        json_mode=args.json_mode,
-        base_seed=args.seed,
-        categories=names,
-        templates=tuple(v.label for v in variants),
-        concurrency=args.concurrency,
-    )
-    print(
-        f"iat: {len(plans) * 2} trials ({len(names)} categories x {len(variants)} templates x "
-        f"{args.runs} runs x 2 tests) against {endpoint.base_url} model {endpoint.model}",
-        file=sys.stderr,
-    )
-    done = _resumable(out, config, args.resume)
-    log_path = out / "iat_trials.jsonl"
-    chat = EndpointChat(endpoint)
-    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    try:
-        await chat.check_reachable()
-        trials = await run_trials(
-            chat,
-            plans,
-            sampling,
-            concurrency=args.concurrency,
-            on_progress=_ProgressPrinter(),
-            on_record=lambda record: append_trial(log_path, record),
-            done=done,
-        )
-    finally:
-        await chat.close()
-    return IatResult(
-        label=args.label,
-        prompt_version=PROMPT_VERSION,
-        templates_version=TEMPLATES_VERSION,
-        plan_version=PLAN_VERSION,
-        stimuli_version=stimuli.version,
-        config=config,
-        started_at=started_at,
-        duration_s=time.perf_counter() - t0,
-        resumed_trials=len(done),
-        scores=aggregate(trials, names),
-        trials=tuple(trials),
+    return ProbeSettings(
+        runs=runs,
+        categories=parse_categories(args.categories),
+        templates=parse_templates(args.templates),
+        temperature=0.0 if args.temperature is None else args.temperature,
+        seed=0 if args.seed is None else args.seed,
+        max_tokens=args.max_tokens,
+        json_mode=bool(args.json_mode),
+        concurrency=DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency,
     )
 
 
@@ -254,14 +170,23 @@ def run_iat_command(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out (the directory of the interrupted run)")
     out = args.out or _default_out(args.model)
+    settings = _settings(args)
     try:
-        result = asyncio.run(_run(args, endpoint, out))
+        result = asyncio.run(
+            run_probe(
+                endpoint,
+                settings,
+                out,
+                through_proxy=bool(args.through_proxy),
+                resume=args.resume,
+                label=args.label,
+            )
+        )
     except UpstreamError as exc:
         print(f"dmt-bench iat: {exc}", file=sys.stderr)
         return 1
     label = args.label or args.model
-    write_result(result, out / "iat_result.json")
-    (out / "iat_report.md").write_text(report_markdown(result, label), encoding="utf-8")
+    write_probe(result, out, label)
     print(table3_text([Row(label, result)]))
     print()
     print(detail_text(result))
@@ -290,7 +215,14 @@ def _load_rows(specs: list[str]) -> list[Row]:
 
 
 def run_drift_command(args: argparse.Namespace) -> int:
-    """Compare result files against a baseline and print (and optionally write) the report."""
+    """Compare result files, or (``--run``) probe a compare run live, and report the drift."""
+    if args.run is not None:
+        return _run_live(args)
+    given = [f"--{n.replace('_', '-')}" for n in LIVE_ONLY if getattr(args, n) is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)} only apply with --run RUN_DIR")
+    if len(args.results) < 2:
+        raise ConfigError("iat-drift needs --run RUN_DIR, or at least two result files")
     rows = _load_rows(args.results)
     report = compare_results(rows, args.baseline)
     print(drift_text(report, rows))
@@ -302,6 +234,51 @@ def run_drift_command(args: argparse.Namespace) -> int:
         (args.out / "drift.md").write_text(drift_markdown(report, rows), encoding="utf-8")
         print(
             f"iat-drift: wrote {args.out / 'drift.json'} and {args.out / 'drift.md'}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    # imported here: the live mode needs the simulation package, the rest of the CLI does not
+    from dmt_proxy.bench.iat.live import LiveOptions, run_live
+    from dmt_proxy.bench.iat.live_plan import load_compare_run
+    from dmt_proxy.bench.iat.live_report import live_text, write_live
+
+    if args.results:
+        raise ConfigError("give either --run RUN_DIR or result files, not both")
+    settings = _settings(args)
+    out = args.out
+    if out is None:
+        run = load_compare_run(args.run)
+        arch = args.arch or "-".join(run.config.memory)
+        out = Path("benchmarks/results/iat") / _slug(f"drift_{run.config.name}_{run.run_id}_{arch}")
+    opts = LiveOptions(
+        run_dir=args.run,
+        out=out,
+        settings=settings,
+        arch=args.arch,
+        conditions=args.conditions,
+        model=args.model,
+        proxy_url=args.proxy_url,
+        resume=bool(args.resume),
+        baseline=args.baseline,
+        timeout_s=args.timeout,
+    )
+    try:
+        outcome = asyncio.run(run_live(opts))
+    except UpstreamError as exc:
+        print(f"dmt-bench iat-drift: {exc} (rerun with --resume --out {out})", file=sys.stderr)
+        return 1
+    write_live(outcome.report, outcome.rows, out)
+    print(live_text(outcome.report, outcome.rows))
+    print(f"iat-drift: wrote {out / 'drift.md'}, drift.json, live_report.json", file=sys.stderr)
+    unique = {id(row.result): row.result for row in outcome.rows}.values()  # t0 may be shared
+    errors = sum(1 for result in unique for t in result.trials if t.outcome == "error")
+    if errors:
+        print(
+            f"iat-drift: warning: {errors} trials failed with errors (excluded from N; "
+            "--resume asks them again)",
             file=sys.stderr,
         )
     return 0

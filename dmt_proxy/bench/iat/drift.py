@@ -179,20 +179,30 @@ def _body(report: DriftReport) -> list[list[str]]:
     ]
 
 
-def drift_text(report: DriftReport, rows: Sequence[Row]) -> str:
-    """Plain-text drift report: Table 3 for every result, then the differences."""
+def changes_text(report: DriftReport) -> str:
+    """Plain-text table of the differences only, then the warnings."""
     table = [_HEAD, *_body(report)]
     widths = [max(len(r[i]) for r in table) for i in range(len(_HEAD))]
-    lines = [table3_text(rows), "", f"Change vs baseline {report.baseline!r}:"]
+    lines = [f"Change vs baseline {report.baseline!r}:"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)
 
 
-def drift_markdown(report: DriftReport, rows: Sequence[Row]) -> str:
-    """Markdown drift report."""
+def changes_markdown(report: DriftReport) -> str:
+    """Markdown table of the differences only."""
     head = "| " + " | ".join(_HEAD) + " |\n|" + "---|" * len(_HEAD)
     body = "\n".join("| " + " | ".join(r) + " |" for r in _body(report))
+    return f"{head}\n{body}"
+
+
+def drift_text(report: DriftReport, rows: Sequence[Row]) -> str:
+    """Plain-text drift report: Table 3 for every result, then the differences."""
+    return f"{table3_text(rows)}\n\n{changes_text(report)}"
+
+
+def drift_markdown(report: DriftReport, rows: Sequence[Row]) -> str:
+    """Markdown drift report."""
     warn = "\n".join(f"- {w}" for w in report.warnings) or "- none"
     return f"""# IAT drift vs baseline `{report.baseline}` ({DRIFT_VERSION})
 
@@ -202,8 +212,7 @@ def drift_markdown(report: DriftReport, rows: Sequence[Row]) -> str:
 
 ## Change (after - baseline)
 
-{head}
-{body}
+{changes_markdown(report)}
 
 Δ intervals: Newcombe hybrid score (independent samples; conservative when trials are
 paired). Flips count paired trials (same prompt and seed in both runs) that became

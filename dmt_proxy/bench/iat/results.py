@@ -65,6 +65,8 @@ class RunConfig(BaseModel):
     through_proxy: bool = False
     user: str | None = None
     memory: str | None = None
+    mode: str | None = None
+    """``X-DMT-Mode`` sent through the proxy (None: the proxy's policy default)."""
     runs: int
     temperature: float
     max_tokens_implicit: int
