@@ -105,6 +105,7 @@ class ChatPipeline:
         self._ssp_text = prompt_path(policy.audit.ssp_prompt).read_text(encoding="utf-8").strip()
 
     async def _prepare(self, req: ChatCompletionRequest, ctx: RequestContext) -> Prepared:
+        await self._registry.ensure_providers(req.model)
         route = self._registry.resolve(req.model)
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
         query = req.last_user_text()

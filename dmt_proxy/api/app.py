@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -25,7 +25,11 @@ from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel
-from dmt_proxy.upstream.openai_compat import DispatchingChatModel, OpenAICompatChatModel
+from dmt_proxy.upstream.openai_compat import (
+    DispatchingChatModel,
+    OpenAICompatChatModel,
+    compatible_model,
+)
 from dmt_proxy.upstream.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,20 @@ _FALLBACK_PROVIDERS = frozenset(
     {"openai", "azure", "anthropic", "ollama", "hosted_vllm", "gemini", "vertex_ai", "groq",
      "mistral", "deepseek", "openrouter", "together_ai", "bedrock", "cohere"}
 )  # fmt: skip
+
+
+def _needs_litellm(settings: Settings, policy: Policy, registry: ModelRegistry) -> bool:
+    """Whether a configured route (or the client setting) sends calls through litellm."""
+    if settings.upstream_client == "litellm":
+        return True
+    names = {policy.default_model, policy.audit.auditor_model, *registry.aliases} - {None, ""}
+    for name in names:
+        if registry.wants_providers(name):
+            return True  # a provider-prefixed name: only litellm knows the provider
+        route = registry.resolve(name)
+        if not compatible_model(route.litellm_model, route.api_base):
+            return True
+    return False
 
 
 def create_app(
@@ -59,19 +77,21 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         chat_model = upstream
-        providers = _FALLBACK_PROVIDERS
+        providers: frozenset[str] | None = _FALLBACK_PROVIDERS
         fast: OpenAICompatChatModel | None = None
+        load_providers: Callable[[], frozenset[str]] | None = None
         if chat_model is None:
-            from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+            from dmt_proxy.upstream.litellm_model import LiteLLMChatModel, litellm_providers
 
             chat_model = LiteLLMChatModel()
-            import litellm
-
-            providers = frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+            providers, load_providers = None, litellm_providers
             if settings.upstream_client == "auto":
                 fast = OpenAICompatChatModel()
                 chat_model = DispatchingChatModel(fast, chat_model)
-        registry = ModelRegistry(settings, policy, providers)
+        registry = ModelRegistry(settings, policy, providers, load_providers)
+        if load_providers is not None and _needs_litellm(settings, policy, registry):
+            # A configured route goes through litellm: import it now, not on a request.
+            await registry.preload_providers()
         app.state.settings = settings
         app.state.tenants = tenants
         app.state.policy = policy

@@ -16,6 +16,12 @@ from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.upstream.base import UpstreamCall
 
 
+def litellm_providers() -> frozenset[str]:
+    """The provider prefixes litellm accepts (``openai``, ``anthropic``...); imports litellm."""
+    litellm = import_litellm()
+    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+
+
 def import_litellm() -> Any:
     """Import litellm with every phone-home path disabled."""
     # Must be set before the import: litellm fetches a price list at import time otherwise.
@@ -36,7 +42,15 @@ class LiteLLMChatModel:
     """Sends calls through ``litellm.acompletion`` and maps its errors to ours."""
 
     def __init__(self) -> None:
-        self._litellm = import_litellm()
+        self._module: Any = None
+
+    @property
+    def _litellm(self) -> Any:
+        # Imported on first use: by then ModelRegistry.ensure_providers (or the start-up
+        # check for routes that need litellm) has usually imported it off the event loop.
+        if self._module is None:
+            self._module = import_litellm()
+        return self._module
 
     def _kwargs(self, call: UpstreamCall, *, stream: bool) -> dict[str, Any]:
         params = dict(call.params)

@@ -31,9 +31,14 @@ _MAX_LINES_AFTER_DONE = 16
 """Lines read (and ignored) after ``data: [DONE]`` before the stream is dropped instead."""
 
 
+def compatible_model(model: str, api_base: str | None) -> bool:
+    """True when calls to litellm model ``model`` at ``api_base`` can go there as-is."""
+    return bool(api_base) and model.startswith(_COMPAT_PREFIXES)
+
+
 def is_openai_compatible(call: UpstreamCall) -> bool:
     """True when ``call`` can go to its ``api_base`` as-is."""
-    return bool(call.api_base) and call.model.startswith(_COMPAT_PREFIXES)
+    return compatible_model(call.model, call.api_base)
 
 
 def _upstream_message(response: httpx.Response) -> str:

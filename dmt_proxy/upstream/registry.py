@@ -11,7 +11,9 @@ Three kinds of names are accepted:
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dmt_proxy.errors import ModelNotFound
@@ -56,9 +58,21 @@ def _alias_key(env_name: str | None, api_base: str | None) -> str | None:
 class ModelRegistry:
     """Maps client-facing model names to litellm routes."""
 
-    def __init__(self, settings: Settings, policy: Policy, provider_names: frozenset[str]):
+    def __init__(
+        self,
+        settings: Settings,
+        policy: Policy,
+        provider_names: frozenset[str] | None,
+        load_providers: Callable[[], frozenset[str]] | None = None,
+    ):
+        """``provider_names`` None: loaded by ``load_providers`` when first needed.
+
+        Loading them means importing litellm (~3.6 s, ~135 MB RSS), which a proxy that
+        only talks to OpenAI-compatible servers never needs.
+        """
         self._settings = settings
         self._providers = provider_names
+        self._load_providers = load_providers
         self._routes: dict[str, Route] = {}
         for name in LOCAL_MODELS:
             self._routes[f"local/{name}"] = Route(
@@ -82,6 +96,27 @@ class ModelRegistry:
     def aliases(self) -> list[str]:
         return list(self._routes)
 
+    def wants_providers(self, model: str | None) -> bool:
+        """True when resolving ``model`` needs the provider list, which is not loaded yet."""
+        name = model or self.default_model
+        return (
+            self._providers is None
+            and self._load_providers is not None
+            and self._settings.allow_provider_models
+            and name not in self._routes
+            and "/" in name
+        )
+
+    async def ensure_providers(self, model: str | None) -> None:
+        """Load the provider list off the event loop if resolving ``model`` needs it."""
+        if self.wants_providers(model):
+            await self.preload_providers()
+
+    async def preload_providers(self) -> None:
+        """Load the provider list now (off the event loop), if it is loaded lazily."""
+        if self._providers is None and self._load_providers is not None:
+            self._providers = await asyncio.to_thread(self._load_providers)
+
     def resolve(self, model: str | None) -> Route:
         """Route for ``model`` (the policy's default model when ``None``)."""
         name = model or self.default_model
@@ -89,7 +124,10 @@ class ModelRegistry:
         if route is not None:
             return route
         provider, sep, rest = name.partition("/")
-        if self._settings.allow_provider_models and sep and rest and provider in self._providers:
+        if self.wants_providers(name) and self._load_providers is not None:
+            self._providers = self._load_providers()  # sync callers (start-up, CLIs)
+        known = self._providers or frozenset()
+        if self._settings.allow_provider_models and sep and rest and provider in known:
             return Route(
                 name=name, litellm_model=name, api_base=None, api_key=None, kind="provider"
             )
