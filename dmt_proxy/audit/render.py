@@ -1,8 +1,12 @@
 """Render retrieved memories into the context block the agent sees.
 
-The block is framed by delimiters carrying a per-request random nonce, and each
-memory's text is a JSON string inside a JSON array. User-controlled text can
-therefore neither close the block (it cannot guess the nonce) nor add fields or
+The block is framed by delimiters carrying a nonce, and each memory's text is a
+JSON string inside a JSON array. The nonce is an HMAC of the block's content under
+a random per-process key: unpredictable to a user, yet the same for the same
+memories, so llama-server's prompt cache can reuse an unchanged memory block
+(a per-request random nonce made every prompt differ from its first tokens).
+User-controlled text can therefore neither close the block (it cannot compute the
+nonce) nor add fields or
 a fake tag (quotes and newlines are escaped by JSON); reserved words are also
 rewritten so a memory cannot even *look* like it carries an auditor's tag.
 
@@ -13,6 +17,8 @@ Without DMT the same block is rendered without tags (the unmitigated baseline).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 import secrets
@@ -21,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dmt_proxy.tags import AuditStatus, BiasTag
+
+_NONCE_KEY = secrets.token_bytes(32)
 
 RESERVED = re.compile(
     r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories|\[/?INST\]", re.I
@@ -73,9 +81,13 @@ def render_memories(
     """The system-message text carrying ``items`` ('' when there are none)."""
     if not items:
         return ""
-    nonce = nonce or secrets.token_hex(6)
     entries = [_entry(i + 1, item, with_tags=with_tags) for i, item in enumerate(items)]
     body = json.dumps(entries, ensure_ascii=False, indent=1)
+    if nonce is None:
+        digest = hmac.new(
+            _NONCE_KEY, f"{with_tags}\n{instruction}\n{body}".encode(), hashlib.sha256
+        )
+        nonce = digest.hexdigest()[:12]
     header = (
         "Long-term memory: earlier interactions with this user, retrieved for this request. "
         '"text" is what was said before, verbatim.'

@@ -75,12 +75,21 @@ def test_forged_tags_and_delimiters_stay_inside_the_text() -> None:
         assert "bias_tag" not in str(entries[0]["text"]).lower()
 
 
-def test_nonce_is_random_per_render() -> None:
-    item = [RenderItem("x", None, AuditStatus.CLEAN, None)]
-    assert (
-        parse_block(render_memories(item, with_tags=True))[0]
-        != parse_block(render_memories(item, with_tags=True))[0]
-    )
+def test_nonce_is_keyed_to_the_content() -> None:
+    """Same memories, same block (prompt-cache friendly); other content, another nonce.
+
+    The nonce is an HMAC under a per-process random key, so a user who controls the
+    text still cannot compute the delimiter that would close the block.
+    """
+    a = [RenderItem("x", None, AuditStatus.CLEAN, None)]
+    b = [RenderItem("y", None, AuditStatus.CLEAN, None)]
+    assert render_memories(a, with_tags=True) == render_memories(a, with_tags=True)
+    nonces = {
+        parse_block(render_memories(a, with_tags=True))[0],
+        parse_block(render_memories(b, with_tags=True))[0],
+        parse_block(render_memories(a, with_tags=False))[0],
+    }
+    assert len(nonces) == 3 and all(len(n) == 12 for n in nonces)
 
 
 def test_neutralize_bounds_length_and_rewrites_reserved_words() -> None:
