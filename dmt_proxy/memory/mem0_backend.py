@@ -46,7 +46,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dmt_proxy.embedder import EMBEDDING_DIMS, local_model_dir
+from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     MemoryRecord,
@@ -132,13 +132,15 @@ class Mem0Backend:
         llm = config.llm
         mem0_config = {
             "embedder": {
-                "provider": "huggingface",
-                # A base URL makes mem0's provider build a client object instead of loading
-                # its own copy of the model; the shared embedder replaces it just below.
+                # A placeholder that only builds an HTTP client object (never called): the
+                # shared embedder replaces it just below. mem0's huggingface provider module
+                # imports sentence-transformers and torch (~430 MB RSS) even when unused.
+                "provider": "openai",
                 "config": {
-                    "model": local_model_dir(),
+                    "model": "unused",
                     "embedding_dims": EMBEDDING_DIMS,
-                    "huggingface_base_url": "http://127.0.0.1:9/unused",
+                    "api_key": "unused",
+                    "openai_base_url": "http://127.0.0.1:9/unused",
                 },
             },
             "vector_store": {
