@@ -57,6 +57,8 @@ class UserPartitions(VectorStoreBase):  # type: ignore[misc]
         self._points: dict[str, set[str]] = defaultdict(set)  # dmt record id -> point ids
         self._quarantined: dict[str, set[str]] = defaultdict(set)  # user key -> point ids
         self._sizes: dict[str, int] = defaultdict(int)
+        self.search_cap: int | None = None
+        """Upper bound on semantic candidates per search, set by the backend (see there)."""
         for collection in client.get_collections().collections:
             if collection.name.startswith(prefix + _PART):
                 self._load(collection.name[len(prefix + _PART) :])
@@ -188,6 +190,8 @@ class UserPartitions(VectorStoreBase):  # type: ignore[misc]
         part = self._partition(user_key, create=False)
         if part is None:
             return []
+        if self.search_cap is not None:
+            top_k = min(top_k, self.search_cap)
         hits = part.search(query=query, vectors=vectors, top_k=top_k, filters=rest)
         # The partition already isolates users; re-check each hit all the same.
         return [h for h in hits if (h.payload or {}).get("user_id") == user_key]

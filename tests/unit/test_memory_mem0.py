@@ -119,3 +119,30 @@ async def test_uses_the_shared_embedder_and_audits_without_re_embedding(tmp_path
         assert hits[0].record.id == records[0].id
     finally:
         await backend.close()
+
+
+async def test_top_k_is_the_cosine_top_k(tmp_path: Path) -> None:
+    """Fetching only k semantic candidates (not mem0's 60) still returns the true top k."""
+    from dmt_proxy.embedder import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    backend = await create_backend("mem0", BackendConfig(state_dir=tmp_path, embedder=embedder))
+    try:
+        alice = Scope(user="alice")
+        topics = ["my dog Rex", "the beagle's vet visit", "spicy ramen", "a trip to Norway",
+                  "nursing shifts in Lyon", "learning the violin", "my cat Tom", "fjords",
+                  "hospital night work", "dog training classes", "noodle soup recipes",
+                  "a puppy named Max"]  # fmt: skip
+        records = [MemoryRecord.from_interaction(alice, f"Tell me about {t}.", "Sure.")
+                   for t in topics]  # fmt: skip
+        for record in records:
+            await backend.write(alice, record)
+        query = "What is my dog's name?"
+        q = embedder.embed([query])[0]
+        vectors = embedder.embed([r.text for r in records])
+        cos = [sum(a * b for a, b in zip(q, v, strict=True)) for v in vectors]
+        expected = [records[i].id for i in sorted(range(len(records)), key=lambda i: -cos[i])[:3]]
+        hits = await backend.search(alice, query, k=3)
+        assert [h.record.id for h in hits] == expected
+    finally:
+        await backend.close()
