@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -34,7 +35,8 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100.0 * len(ordered) + 0.5)))
+    # ceil, not round(x + 0.5): Python rounds halves to even, which made p95 of 1..100 96.
+    rank = max(1, min(len(ordered), math.ceil(q / 100.0 * len(ordered))))
     return ordered[rank - 1]
 
 

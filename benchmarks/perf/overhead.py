@@ -31,25 +31,30 @@ from loadgen import LoadResult, run_load
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-def write_configs(tmp: Path, upstream_port: int) -> tuple[Path, Path]:
+def write_configs(tmp: Path, upstream_port: int, paced_port: int) -> tuple[Path, Path]:
+    """Two model names on both proxies: ``fast`` (instant) and ``paced`` (chunks spaced out)."""
     policy = tmp / "policy.yaml"
     policy.write_text(
-        "version: 1\nmode: 'off'\ndefault_model: fast\n"
-        f"models:\n  fast:\n    model: openai/fast\n    api_base: http://127.0.0.1:{upstream_port}/v1\n"
-    )
+        "version: 1\nmode: 'off'\ndefault_model: fast\nmodels:\n"
+        + "".join(f"  {name}:\n    model: openai/{name}\n    api_base: http://127.0.0.1:{port}/v1\n"
+                  for name, port in (("fast", upstream_port), ("paced", paced_port)))
+    )  # fmt: skip
     litellm_cfg = tmp / "litellm.yaml"
     litellm_cfg.write_text(
-        "model_list:\n  - model_name: fast\n    litellm_params:\n      model: openai/fast\n"
-        f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: fake\n"
-        "litellm_settings:\n  telemetry: false\n  success_callback: []\n  failure_callback: []\n"
-    )
+        "model_list:\n"
+        + "".join(f"  - model_name: {name}\n    litellm_params:\n      model: openai/{name}\n"
+                  f"      api_base: http://127.0.0.1:{port}/v1\n      api_key: fake\n"
+                  for name, port in (("fast", upstream_port), ("paced", paced_port)))
+        + "litellm_settings:\n  telemetry: false\n  success_callback: []\n  failure_callback: []\n"
+    )  # fmt: skip
     return policy, litellm_cfg
 
 
-def run(concurrency: list[int], requests: int, streams: list[bool]) -> dict[str, object]:
+def run(concurrency: list[int], requests: int, streams: list[bool], paced: list[int],
+        interval_s: float) -> dict[str, object]:  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="dmt-overhead-"))
-    up_port, dmt_port, lite_port = free_port(), free_port(), free_port()
-    policy, litellm_cfg = write_configs(tmp, up_port)
+    up_port, dmt_port, lite_port, paced_port = free_port(), free_port(), free_port(), free_port()
+    policy, litellm_cfg = write_configs(tmp, up_port, paced_port)
     env = {
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_LOG": "ERROR",
@@ -60,6 +65,9 @@ def run(concurrency: list[int], requests: int, streams: list[bool]) -> dict[str,
     try:
         procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(up_port)],
                            f"http://127.0.0.1:{up_port}/health", tmp / "upstream.log"))  # fmt: skip
+        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(paced_port),
+                            "--chunk-interval-s", str(interval_s)],
+                           f"http://127.0.0.1:{paced_port}/health", tmp / "paced.log"))  # fmt: skip
         procs.append(start(
             [python(), "-m", "dmt_proxy.cli.proxy_cli", "serve", "--port", str(dmt_port),
              "--policy", str(policy)],
@@ -94,6 +102,20 @@ def run(concurrency: list[int], requests: int, streams: list[bool]) -> dict[str,
                           f"p95={res.p95_ms:7.2f} p99={res.p99_ms:7.2f} ms errors={res.errors}",
                           file=sys.stderr, flush=True)  # fmt: skip
                     results.append(res)
+        # Many open streams at a model's pace (8 chunks, interval_s apart): the proxies hold
+        # 200 streams without the closed loop saturating the cores, as with real models.
+        paced_results: list[LoadResult] = []
+        paced_targets = dict(targets)
+        paced_targets["direct"] = (f"http://127.0.0.1:{paced_port}/v1/chat/completions", {})
+        for c in paced:
+            for name, (url, headers) in paced_targets.items():
+                res = asyncio.run(run_load(target=name, url=url, model="paced", concurrency=c,
+                                           requests=3 * c, stream=True, headers=headers,
+                                           warmup=min(c, 50)))  # fmt: skip
+                print(f"paced {name:14} c={c:<4} p50={res.p50_ms:7.2f} p99={res.p99_ms:7.2f} "
+                      f"ttfb p50={res.ttfb_p50_ms} p99={res.ttfb_p99_ms} errors={res.errors}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                paced_results.append(res)
     finally:
         for proc in reversed(procs):
             stop(proc)
@@ -108,6 +130,8 @@ def run(concurrency: list[int], requests: int, streams: list[bool]) -> dict[str,
         },
         "requests_per_cell": requests,
         "results": [r.as_dict() for r in results],
+        "paced_interval_s": interval_s,
+        "paced": [r.as_dict() for r in paced_results],
     }
 
 
@@ -151,6 +175,25 @@ def markdown(data: dict[str, object]) -> str:
         for r in sorted(stream_rows, key=lambda r: (r["concurrency"], r["target"])):
             lines.append(f"| {r['concurrency']} | {r['target']} | {r['ttfb_p50_ms']:.2f} | "
                          f"{r['ttfb_p99_ms']:.2f} |")  # fmt: skip
+    paced = data.get("paced") or []
+    assert isinstance(paced, list)
+    if paced:
+        interval = data["paced_interval_s"]
+        lines += ["", f"## Paced streams: many open streams at a model's pace ({interval} s between "
+                  "8 chunks)", "",
+                  "Each stream lasts ~8 × interval, so the proxies hold this many streams open "
+                  "without the closed loop saturating the 2 cores. Overhead = target − direct.", "",
+                  "| conc. | target | TTFB p50 / p99 ms | total p50 / p99 ms | overhead TTFB p50 / p99 "
+                  "| overhead total p50 / p99 | errors |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        by = {(r["concurrency"], r["target"]): r for r in paced}
+        for (c, target), r in sorted(by.items()):
+            d = by[(c, "direct")]
+            lines.append(
+                f"| {c} | {target} | {r['ttfb_p50_ms']:.2f} / {r['ttfb_p99_ms']:.2f} | "
+                f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} | "
+                f"{r['ttfb_p50_ms'] - d['ttfb_p50_ms']:.2f} / {r['ttfb_p99_ms'] - d['ttfb_p99_ms']:.2f} | "
+                f"{r['p50_ms'] - d['p50_ms']:.1f} / {r['p99_ms'] - d['p99_ms']:.1f} | {r['errors']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -161,12 +204,18 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--stream", default="false,true", help="false,true | false | true")
+    parser.add_argument(
+        "--paced", default="200", help="concurrency of the paced-stream cells ('' for none)"
+    )
+    parser.add_argument("--paced-interval-s", type=float, default=0.25)
     parser.add_argument("--out", type=Path, default=RESULTS / "proxy_overhead")
     args = parser.parse_args()
     data = run(
         [int(c) for c in args.concurrency.split(",")],
         args.requests,
         [s.strip() == "true" for s in args.stream.split(",")],
+        [int(c) for c in args.paced.split(",") if c.strip()],
+        args.paced_interval_s,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")

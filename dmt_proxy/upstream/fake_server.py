@@ -7,7 +7,8 @@ headers or process-wide with ``FakeUpstreamConfig``:
 * ``delay_s``: sleep before answering;
 * ``fail_status``: answer with this HTTP status and an OpenAI error body;
 * ``truncate``: streams stop after the first chunk without ``[DONE]``;
-* ``answer``: the canned reply (e.g. a verdict JSON, to stand in for an auditor).
+* ``answer``: the canned reply (e.g. a verdict JSON, to stand in for an auditor);
+* ``chunk_interval_s`` (process-wide only): pause between stream chunks, like a model.
 
 ``/health`` also counts the distinct client connections that sent chat requests.
 
@@ -40,6 +41,7 @@ class FakeUpstreamConfig:
     fail_status: int | None = None
     truncate: bool = False
     stream_chunks: int = 8
+    chunk_interval_s: float = 0.0
     answer: str = ANSWER
 
 
@@ -107,6 +109,8 @@ def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
                 yield _chunk(model, piece if i == 0 else " " + piece)
                 if truncate:
                     return
+                if cfg.chunk_interval_s:  # a model's pace: open streams that are mostly idle
+                    await asyncio.sleep(cfg.chunk_interval_s)
             yield _chunk(model, None, "stop")
             yield b"data: [DONE]\n\n"
 
@@ -139,9 +143,12 @@ def main() -> None:
     parser.add_argument("--truncate", action="store_true",
                         help="end streams after the first chunk, without [DONE]")  # fmt: skip
     parser.add_argument("--answer", default=ANSWER, help="the canned reply")
+    parser.add_argument("--chunk-interval-s", type=float, default=0.0,
+                        help="pause between stream chunks (a model's pace)")  # fmt: skip
     args = parser.parse_args()
     config = FakeUpstreamConfig(delay_s=args.delay_s, fail_status=args.fail_status,
-                                truncate=args.truncate, answer=args.answer)  # fmt: skip
+                                truncate=args.truncate, answer=args.answer,
+                                chunk_interval_s=args.chunk_interval_s)  # fmt: skip
     app = create_fake_upstream(config)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
