@@ -43,9 +43,11 @@ def test_tag_rate_rises_and_alert_fires(
         "  first_stage: 'off'\n  timeout_s: 600\n"
     )
     proxy = proxy_factory("--policy", str(policy), env={"DMT_ADMIN_KEY": "k"})
-    # 15m windows become 5m and `for: 5m` 20s: audits by the local auditor take
-    # tens of seconds each, so the windows must hold several of them.
-    rules = short_window_rules(scale=1 / 3 / 5)
+    # 15m windows become 5m and `for: 5m` 100 s. Audits by the local auditor take tens
+    # of seconds each (minutes on a busy machine), so the windows must hold several of
+    # them: with 1-minute windows (scale 1/15) the alert never went pending while the
+    # machine was loaded.
+    rules = short_window_rules(scale=1 / 3)
     config = write_test_config(tmp_path / "prom", f"127.0.0.1:{proxy.port}", rules=rules)
     client = OpenAI(base_url=proxy.base_url, api_key="unused")
     with PrometheusServer(config, tmp_path / "prom-data") as prom:
@@ -66,5 +68,5 @@ def test_tag_rate_rises_and_alert_fires(
         assert rate and float(rate[0]["value"][1]) > 0, "the tag-rate series did not rise"
         alert = prom.wait_for_alert("DmtTagRateHigh", "pending", 120, bias_type="age")
         assert alert["labels"]["bias_type"] == "age"
-        firing = prom.wait_for_alert("DmtTagRateHigh", "firing", 180, bias_type="age")
+        firing = prom.wait_for_alert("DmtTagRateHigh", "firing", 300, bias_type="age")
         assert firing["state"] == "firing"
