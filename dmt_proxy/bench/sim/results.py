@@ -101,8 +101,8 @@ class LatencyStats(BaseModel):
     median_s: float
 
 
-class CompareResults(BaseModel):
-    """A compare run: per memory architecture and condition, GBV over time and ΔAGBV/MP."""
+class _RunResults(BaseModel):
+    """What every simulation result file starts with: versions, run name, config."""
 
     model_config = ConfigDict(frozen=True)
     results_version: str = RESULTS_VERSION
@@ -111,6 +111,11 @@ class CompareResults(BaseModel):
     name: str
     digest: str
     config: dict[str, Any]
+
+
+class CompareResults(_RunResults):
+    """A compare run: per memory architecture and condition, GBV over time and ΔAGBV/MP."""
+
     turns: int
     t80: int
     checkpoints: list[int]
@@ -121,16 +126,9 @@ class CompareResults(BaseModel):
     wall_s: float
 
 
-class HeatmapResults(BaseModel):
+class HeatmapResults(_RunResults):
     """Single-source injection per domain: ΔGBV of every evaluated domain (Figure 3)."""
 
-    model_config = ConfigDict(frozen=True)
-    results_version: str = RESULTS_VERSION
-    sim_version: str = SIM_VERSION
-    dib_version: str = DIB_VERSION
-    name: str
-    digest: str
-    config: dict[str, Any]
     memory: str
     t: int
     """The audit compared with t=0 (the t=80-equivalent checkpoint)."""

@@ -19,10 +19,11 @@ digest; otherwise it is refused. Nothing in it is ever overwritten by a new run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -388,6 +389,18 @@ class Experiment:
     def finish(self, status: str, message: str = "") -> None:
         set_status(self.out, status, message, elapsed_s=self.wall_s())
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Mark the run complete when the block ends, stopped (resumable) when it fails."""
+        try:
+            yield
+            self.finish("complete")
+        except (DmtError, KeyboardInterrupt, asyncio.CancelledError) as exc:
+            self.finish("stopped", str(exc) or type(exc).__name__)
+            raise
+        finally:
+            self.close()
+
 
 async def run_compare(
     config: SimConfig,
@@ -400,7 +413,7 @@ async def run_compare(
     """Every condition × memory architecture on one shared stream; ΔAGBV and MP."""
     bars = bars or Bars(enabled=False)
     exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
-    try:
+    with exp.running():
         dmt = any(CONDITION_MODE[c].uses_dmt for c in config.conditions)
         check_local_models(config, auditor=dmt, generator=exp.needs_generator_model())
         stream = (await exp.streams([None]))[None]
@@ -428,13 +441,7 @@ async def run_compare(
             latency=latency_stats(read_latencies(out / "calls.jsonl")),
             wall_s=exp.wall_s(),
         )
-        exp.finish("complete")
         return results
-    except (DmtError, KeyboardInterrupt, asyncio.CancelledError) as exc:
-        exp.finish("stopped", str(exc) or type(exc).__name__)
-        raise
-    finally:
-        exp.close()
 
 
 async def run_heatmap(
@@ -450,7 +457,7 @@ async def run_heatmap(
         raise ConfigError("heatmap runs one memory architecture; give exactly one")
     bars = bars or Bars(enabled=False)
     exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
-    try:
+    with exp.running():
         arch = config.memory[0]
         check_local_models(config, auditor=False, generator=exp.needs_generator_model())
         streams = await exp.streams(list(config.heatmap_sources))
@@ -484,10 +491,4 @@ async def run_heatmap(
             latency=latency_stats(read_latencies(out / "calls.jsonl")),
             wall_s=exp.wall_s(),
         )
-        exp.finish("complete")
         return results
-    except (DmtError, KeyboardInterrupt, asyncio.CancelledError) as exc:
-        exp.finish("stopped", str(exc) or type(exc).__name__)
-        raise
-    finally:
-        exp.close()
