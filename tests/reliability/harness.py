@@ -119,6 +119,18 @@ def proxy_env(**extra: str) -> dict[str, str]:
     }
 
 
+def proxy_with_clean_auditor(
+    proxy_factory: Callable[..., ProxyProcess],
+    fakes: Callable[..., FakeUpstream],
+    policy_path: Path,
+) -> ProxyProcess:
+    """A proxy on an instant fake upstream ("fast") whose fake auditor calls everything clean."""
+    upstream, auditor = fakes(), fakes("--answer", CLEAN_VERDICT)
+    policy = write_policy(policy_path, models={"fast": upstream, "auditor": auditor},
+                          default_model="fast", audit={"auditor_model": "auditor"})  # fmt: skip
+    return proxy_factory("--policy", str(policy), env=proxy_env())
+
+
 def metric(text: str, name: str, **labels: str) -> float:
     """Value of sample ``name`` with exactly ``labels`` in Prometheus text (0.0 if absent)."""
     for family in text_string_to_metric_families(text):

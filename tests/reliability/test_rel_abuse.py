@@ -27,10 +27,10 @@ from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
     ADMIN,
-    CLEAN_VERDICT,
     FakeUpstream,
     admin_memories,
     proxy_env,
+    proxy_with_clean_auditor,
     rss_mib,
     wait_outbox_empty,
     write_policy,
@@ -115,10 +115,7 @@ def test_hostile_bodies_get_4xx_and_memory_stays_bounded(
     tmp_path: Path,
     report: Callable[[str], None],
 ) -> None:
-    upstream, auditor = fakes(), fakes("--answer", CLEAN_VERDICT)
-    policy = write_policy(tmp_path / "policy.yaml", models={"fast": upstream, "auditor": auditor},
-                          default_model="fast", audit={"auditor_model": "auditor"})  # fmt: skip
-    proxy = proxy_factory("--policy", str(policy), env=proxy_env())
+    proxy = proxy_with_clean_auditor(proxy_factory, fakes, tmp_path / "policy.yaml")
     assert proxy.proc is not None
     pid = proxy.proc.pid
     for _ in range(10):  # warm up: imports, pools, first allocations

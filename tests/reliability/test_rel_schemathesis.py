@@ -30,10 +30,8 @@ from schemathesis.specs.openapi.checks import (
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
     ADMIN,
-    CLEAN_VERDICT,
     FakeUpstream,
-    proxy_env,
-    write_policy,
+    proxy_with_clean_auditor,
 )
 
 pytestmark = pytest.mark.slow
@@ -56,10 +54,7 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(
     tmp_path: Path,
     report: Callable[[str], None],
 ) -> None:
-    upstream, auditor = fakes(), fakes("--answer", CLEAN_VERDICT)
-    policy = write_policy(tmp_path / "policy.yaml", models={"fast": upstream, "auditor": auditor},
-                          default_model="fast", audit={"auditor_model": "auditor"})  # fmt: skip
-    proxy = proxy_factory("--policy", str(policy), env=proxy_env())
+    proxy = proxy_with_clean_auditor(proxy_factory, fakes, tmp_path / "policy.yaml")
     root = f"http://127.0.0.1:{proxy.port}"
     for user in ("alice", "bob"):  # real records, so the memory routes' 200s are checked too
         body = {"model": "fast", "user": user, "messages": [{"role": "user", "content": "Hi"}]}
