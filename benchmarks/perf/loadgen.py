@@ -36,7 +36,8 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     # ceil, not round(x + 0.5): Python rounds halves to even, which made p95 of 1..100 96.
-    rank = max(1, min(len(ordered), math.ceil(q / 100.0 * len(ordered))))
+    # q * n / 100, not q / 100 * n: 0.07 * 100 is 7.000000000000001, whose ceil is 8.
+    rank = max(1, min(len(ordered), math.ceil(q * len(ordered) / 100)))
     return ordered[rank - 1]
 
 
