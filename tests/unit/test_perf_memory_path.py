@@ -116,5 +116,5 @@ def test_percentile_nearest_rank(mp: ModuleType) -> None:
 
 def test_no_nan_makes_strict_json(mp: ModuleType) -> None:
     data = {"a": float("nan"), "b": [1.0, float("nan")], "c": {"d": "x"}}
-    assert mp.no_nan(data) == {"a": None, "b": [1.0, None], "c": {"d": "x"}}
-    json.dumps(mp.no_nan(data), allow_nan=False)
+    assert mp.finite(data) == {"a": None, "b": [1.0, None], "c": {"d": "x"}}
+    json.dumps(mp.finite(data), allow_nan=False)
