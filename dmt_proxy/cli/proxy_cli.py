@@ -94,7 +94,7 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from dmt_proxy.audit.setup import build_auditor
     from dmt_proxy.memory.registry import BackendConfig, create_backend
     from dmt_proxy.tags import AuditStatus
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel, litellm_providers
     from dmt_proxy.upstream.openai_compat import DispatchingChatModel, OpenAICompatChatModel
     from dmt_proxy.upstream.registry import ModelRegistry
 
@@ -106,13 +106,10 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     )
 
     async def run() -> int:
-        import litellm
-
         general = LiteLLMChatModel()
         fast = OpenAICompatChatModel()
         chat = DispatchingChatModel(fast, general)
-        providers = frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
-        registry = ModelRegistry(settings, policy, providers)
+        registry = ModelRegistry(settings, policy, litellm_providers())
         try:
             backend = await create_backend(
                 policy.memory.backend, BackendConfig(state_dir=settings.state_dir)

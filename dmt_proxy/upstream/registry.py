@@ -124,8 +124,7 @@ class ModelRegistry:
         if route is not None:
             return route
         provider, sep, rest = name.partition("/")
-        if self.wants_providers(name) and self._load_providers is not None:
-            self._providers = self._load_providers()  # sync callers (start-up, CLIs)
+        # A lazily loaded list is loaded by ensure_providers/preload_providers first.
         known = self._providers or frozenset()
         if self._settings.allow_provider_models and sep and rest and provider in known:
             return Route(
