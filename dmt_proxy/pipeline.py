@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
+from dmt_proxy.memory.base import Scope
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletionRequest
 from dmt_proxy.policy import Mode, Policy
@@ -41,7 +42,8 @@ class RequestContext:
     request_id: str
     mode: Mode
     memory: MemoryAccess
-    user: str | None
+    scope: Scope | None
+    """The memory scope, built once by the API layer (``None``: the request names no user)."""
     started: float = field(default_factory=time.perf_counter)
     upstream_seconds: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
@@ -55,7 +57,7 @@ class RequestContext:
 class Exchange:
     """A finished interaction ``(q_t, r_t)``, the unit written to memory."""
 
-    user: str
+    scope: Scope
     query: str
     answer: str
     request_id: str
@@ -114,7 +116,7 @@ class ChatPipeline:
             injected.append({"role": "system", "content": self._ssp_text})
         if ctx.memory is MemoryAccess.OFF:
             ctx.headers["x-dmt-memory"] = "off"
-        elif ctx.user is None:
+        elif ctx.scope is None:
             ctx.headers["x-dmt-memory"] = "none; no user (set the 'user' field or X-DMT-User)"
             self._metrics.memory_skipped.labels("no_user").inc()
         elif self._memory is None:
@@ -137,14 +139,14 @@ class ChatPipeline:
     async def _finish(self, prepared: Prepared, ctx: RequestContext, answer: str) -> None:
         if (
             self._memory is None
-            or ctx.user is None
+            or ctx.scope is None
             or ctx.memory is not MemoryAccess.READ_WRITE
             or not prepared.query
         ):
             return
         await self._memory.record(
             Exchange(
-                user=ctx.user,
+                scope=ctx.scope,
                 query=prepared.query,
                 answer=answer,
                 request_id=ctx.request_id,
@@ -184,7 +186,7 @@ class ChatPipeline:
 
     async def stream(
         self, req: ChatCompletionRequest, ctx: RequestContext
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Streaming completion: yields chunks; the memory write happens after the last one."""
         prepared = await self._prepare(req, ctx)
         parts: list[str] = []

@@ -18,8 +18,8 @@ from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.audit.auditor import Auditor
-from dmt_proxy.audit.setup import MemoryStack, build_memory_stack
 from dmt_proxy.memory.base import MemoryBackend
+from dmt_proxy.memory.service import DurableMemoryService, build_memory_service
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy
@@ -97,19 +97,18 @@ def create_app(
         app.state.policy = policy
         app.state.metrics = metrics
         app.state.registry = registry
-        stack: MemoryStack | None = None
+        memory: DurableMemoryService | None = None
         if policy.memory.backend != "none":
-            stack = await build_memory_stack(settings, policy, registry, chat_model, metrics,
-                                       backend=memory_backend, auditor=auditor)  # fmt: skip
-            stack.start()
-        app.state.memory = stack.service if stack else None
-        app.state.memory_stack = stack
+            memory = await build_memory_service(settings, policy, registry, chat_model, metrics,
+                                                backend=memory_backend, auditor=auditor)  # fmt: skip
+            memory.start()
+        app.state.memory = memory
         app.state.pipeline = ChatPipeline(
             upstream=chat_model,
             registry=registry,
             policy=policy,
             metrics=metrics,
-            memory=stack.service if stack else None,
+            memory=memory,
             timeout_s=settings.upstream_timeout_s,
             max_retries=settings.upstream_max_retries,
         )
@@ -119,8 +118,8 @@ def create_app(
         try:
             yield
         finally:
-            if stack is not None:
-                await stack.aclose()
+            if memory is not None:
+                await memory.aclose()
             if fast is not None:
                 await fast.aclose()
 

@@ -120,30 +120,31 @@ def authenticate(request: Request) -> str | None:
     return tenants.authenticate(request) if tenants is not None else None
 
 
-def memory_user(tenant: str | None, raw: str | None) -> str | None:
-    """The memory scope's user for a request, or ``InvalidRequest`` if it cannot be one."""
+def memory_scope(tenant: str | None, raw: str | None) -> Scope | None:
+    """The request's memory scope (the user, namespaced by tenant), or ``InvalidRequest``.
+
+    Built once here and carried by the request context to retrieval and to the write.
+    """
     if not raw or not raw.strip():
         return None
-    user = scoped_user(tenant, raw.strip())
     try:
-        Scope(user=user or "")
+        return Scope(user=scoped_user(tenant, raw.strip()) or "")
     except ValidationError as exc:
         # Checked here, not in the worker: an acknowledged write must never be unstorable.
         reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
         raise InvalidRequest(f"Invalid user id for memory: {reason}.", param="user") from None
-    return user
 
 
 def build_context(
     request: Request, req: ChatCompletionRequest, tenant: str | None
 ) -> RequestContext:
     policy = request.app.state.policy
-    user = memory_user(tenant, request.headers.get("x-dmt-user") or req.user)
+    scope = memory_scope(tenant, request.headers.get("x-dmt-user") or req.user)
     return RequestContext(
         request_id=request.state.request_id,
         mode=_enum_header(request, "x-dmt-mode", Mode, policy.mode),
         memory=_enum_header(request, "x-dmt-memory", MemoryAccess, MemoryAccess.READ_WRITE),
-        user=user,
+        scope=scope,
         started=request.state.started,
     )
 

@@ -60,7 +60,7 @@ async def backfill(
                 continue
             decision = verdict.decide(policy)
             if not decision.store:
-                await backend.delete(record.id)
+                await backend.delete(record.scope, record.id)
                 report.dropped += 1
             else:
                 await backend.update(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.base import Scope
 
 T = TypeVar("T")
 
@@ -109,6 +110,11 @@ class OutboxItem:
     schema_version: int = ROW_SCHEMA_VERSION
     """Payload format of the row (``ROW_SCHEMA_VERSION`` when written by this release)."""
 
+    @property
+    def scope(self) -> Scope:
+        """The memory scope the write was acknowledged for."""
+        return Scope(user=self.user, agent=self.agent, session=self.session)
+
 
 class Outbox:
     """SQLite-backed queue of memory writes with at-least-once delivery."""
@@ -158,19 +164,17 @@ class Outbox:
     async def enqueue(
         self,
         *,
-        user: str,
+        scope: Scope,
         query: str,
         answer: str,
         request_id: str,
         mode: str,
-        agent: str | None = None,
-        session: str | None = None,
     ) -> str:
-        """Commit a write and return its memory id (returns after the commit)."""
+        """Commit a write for ``scope`` and return its memory id (returns after the commit)."""
         item_id = f"mem_{uuid.uuid4().hex}"
         now = time.time()
-        row = (item_id, user, agent, session, query, answer, request_id, mode, now, now,
-               ROW_SCHEMA_VERSION)  # fmt: skip
+        row = (item_id, scope.user, scope.agent, scope.session, query, answer, request_id, mode,
+               now, now, ROW_SCHEMA_VERSION)  # fmt: skip
         await self._run(self._enqueue, row)
         return item_id
 

@@ -27,7 +27,14 @@ from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.outbox import Outbox, OutboxItem
 from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict
-from dmt_proxy.memory.base import MAX_TEXT_CHARS, MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.memory.base import (
+    CUT_MARKER,
+    MAX_TEXT_CHARS,
+    MemoryBackend,
+    MemoryRecord,
+    Scope,
+    interaction_text,
+)
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus
@@ -37,23 +44,8 @@ log = logging.getLogger(__name__)
 FIRST_STAGE_LABEL = "first-stage-embedding"
 
 
-_CUT_MARKER = " […]"
-
-
-def interaction_text(query: str, answer: str) -> str:
-    """The stored memory text for an interaction ``(q_t, r_t)`` (paper §4.1).
-
-    Cut to ``MAX_TEXT_CHARS`` with a visible marker: a longer text (a 3 MB message is
-    a legal request) would fail record validation on every retry, forever.
-    """
-    text = f"User: {query}\nAssistant: {answer}"
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[: MAX_TEXT_CHARS - len(_CUT_MARKER)] + _CUT_MARKER
-    return text
-
-
 def _bounded(text: str) -> str:
-    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + _CUT_MARKER
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + CUT_MARKER
 
 
 def backoff_s(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
@@ -147,7 +139,7 @@ class OutboxWorker:
     async def process(self, item: OutboxItem) -> None:
         """Move one row forward as far as it can go now."""
         mode = Mode(item.mode)
-        scope = Scope(user=item.user, agent=item.agent, session=item.session)
+        scope = item.scope
         if not item.stored:
             record = MemoryRecord(
                 id=item.id,
@@ -226,7 +218,7 @@ class OutboxWorker:
         decision = verdict.decide(self.policy)
         try:
             if not decision.store:
-                await self.backend.delete(item.id)
+                await self.backend.delete(scope, item.id)
                 self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
             else:
                 await self.backend.update(

@@ -91,8 +91,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     from dmt_proxy.audit.backfill import DEFAULT_STATUSES, backfill
-    from dmt_proxy.audit.setup import build_auditor
     from dmt_proxy.memory.registry import BackendConfig, create_backend
+    from dmt_proxy.memory.service import build_auditor
     from dmt_proxy.tags import AuditStatus
     from dmt_proxy.upstream.litellm_model import LiteLLMChatModel, litellm_providers
     from dmt_proxy.upstream.openai_compat import DispatchingChatModel, OpenAICompatChatModel

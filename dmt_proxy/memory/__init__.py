@@ -3,7 +3,9 @@
 Backends (``await create_backend(name, BackendConfig(state_dir=...))``):
 ``mem0`` (mem0ai + local Qdrant), ``langmem`` (LangMem-style manager on a
 langgraph store), ``letta`` (MemGPT-style paging) and ``memory`` (in-process
-fake for tests). Importing this package does not import any of them.
+fake for tests). Importing this package does not import any of them, nor the
+memory service (``dmt_proxy.memory.service``), which builds on ``dmt_proxy.audit``
+while ``audit`` builds on the types here.
 """
 
 from dmt_proxy.memory.base import (
@@ -15,8 +17,10 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    StoreClosed,
     TextEmbedder,
     combine_audit,
+    interaction_text,
 )
 from dmt_proxy.memory.registry import (
     BackendConfig,
@@ -37,9 +41,11 @@ __all__ = [
     "RecordConflict",
     "Scope",
     "SearchHit",
+    "StoreClosed",
     "TextEmbedder",
     "combine_audit",
     "create_backend",
+    "interaction_text",
     "known_backends",
     "register_backend",
 ]

@@ -9,10 +9,14 @@ Visibility rule shared by all backends: a record written at scope ``W`` is visib
 to a query at scope ``Q`` when ``Q.user == W.user`` and every part ``Q`` names
 (agent, session) equals the record's. ``Scope(user="u")`` therefore sees all of
 u's memories; ``Scope(user="u", session="s")`` only those written in session s.
+Reads, updates and deletes by id follow the same rule: at a scope that does not
+see the record they find nothing and change nothing. ``scope_of(id)`` is the one
+lookup by id alone (the admin API names memories by id).
 
 Errors: ``MemoryStoreError`` wraps a store that fails at run time (the proxy
-catches it, answers without memory and keeps the write for retry); a write whose
-id already belongs to another user raises ``RecordConflict`` (a caller bug).
+catches it, answers without memory and keeps the write for retry; its subclass
+``StoreClosed``: a backend used after ``close()``); a write whose id already
+belongs to another user raises ``RecordConflict`` (a caller bug).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ MAX_TEXT_CHARS = 100_000
 INTERACTION_FORMAT_V1 = "User: {query}\nAssistant: {answer}"
 """How an interaction (q_t, r_t) is rendered into the stored text (version 1)."""
 
+CUT_MARKER = " […]"
+"""Ends a text cut to fit ``MAX_TEXT_CHARS``, so the cut is visible."""
+
 
 RECORD_SCHEMA_VERSION = 1
 """Format of a stored record, written with it by every backend. Records stored before the
@@ -46,8 +53,24 @@ class MemoryStoreError(DmtError):
     """The memory store failed at run time (disk, lock, corrupt data)."""
 
 
+class StoreClosed(MemoryStoreError):
+    """The backend was closed; it reads and writes nothing more."""
+
+
 class RecordConflict(ValueError):
     """A record id that already exists under another user was written again."""
+
+
+def interaction_text(query: str, answer: str) -> str:
+    """The stored memory text of an interaction ``(q_t, r_t)`` (paper §4.1), the one format.
+
+    Cut to ``MAX_TEXT_CHARS`` with a visible marker: a longer text (a 3 MB message is
+    a legal request) would fail record validation on every retry, forever.
+    """
+    text = INTERACTION_FORMAT_V1.format(query=query, answer=answer)
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: MAX_TEXT_CHARS - len(CUT_MARKER)] + CUT_MARKER
+    return text
 
 
 def _digest(*parts: str | None) -> str:
@@ -139,7 +162,7 @@ class MemoryRecord(BaseModel):
     @classmethod
     def from_interaction(cls, scope: Scope, query: str, answer: str, **fields: Any) -> MemoryRecord:
         """A record holding the interaction (q_t, r_t) verbatim, as the paper stores it."""
-        text = INTERACTION_FORMAT_V1.format(query=query, answer=answer)
+        text = interaction_text(query, answer)
         return cls(scope=scope, text=text, query=query, answer=answer, **fields)
 
     @property
@@ -225,21 +248,29 @@ class MemoryBackend(Protocol):
         ...
 
     async def update(
-        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
-        """Set the audit fields of record ``id``; ``None`` if it is not visible/absent."""
+        """Set the audit fields of record ``id``; ``None`` if absent or not visible to ``scope``."""
         ...
 
-    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
-        """Record ``id`` if it exists (and is visible to ``scope`` when one is given)."""
+    async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
+        """Record ``id`` if it exists and is visible to ``scope``."""
+        ...
+
+    async def scope_of(self, id: str) -> Scope | None:
+        """The scope record ``id`` was written under (``None`` if absent).
+
+        The one lookup by id alone, for the admin API, which names a memory by id: the
+        caller then reads or deletes it under the scope returned.
+        """
         ...
 
     async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
         """Records visible to ``scope``, oldest first."""
         ...
 
-    async def delete(self, id: str) -> bool:
-        """Delete record ``id`` (any user); whether something was deleted."""
+    async def delete(self, scope: Scope, id: str) -> bool:
+        """Delete record ``id`` if it is visible to ``scope``; whether something was deleted."""
         ...
 
     async def delete_all(self, scope: Scope) -> int:
@@ -260,8 +291,15 @@ def check_write(scope: Scope, record: MemoryRecord) -> None:
 
 
 def check_k(k: int) -> None:
+    """Reject a negative ``k`` (a caller bug)."""
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
+
+
+def nothing_to_search(query: str, k: int) -> bool:
+    """Whether a search for ``query`` can only find nothing (``k`` of 0, a blank query)."""
+    check_k(k)
+    return k == 0 or not query.strip()
 
 
 def with_audit(record: MemoryRecord, status: AuditStatus, tag: BiasTag | None) -> MemoryRecord:

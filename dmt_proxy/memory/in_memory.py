@@ -31,6 +31,7 @@ from dmt_proxy.memory.base import (
     with_audit,
 )
 from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 SNAPSHOT_VERSION = 1
@@ -133,8 +134,9 @@ class InMemoryBackend:
         self._vectors: dict[str, list[float]] = {}
         self._snapshot = snapshot
         self._embedder = embedder
+        # Serialises writes across their embedding await; the runner only tracks closing.
         self._lock = asyncio.Lock()
-        self._closed = False
+        self._runner = StoreRunner("memory")
         if snapshot is not None and snapshot.is_file():
             raw = json.loads(snapshot.read_text(encoding="utf-8"))
             for item in raw.get("records", []):
@@ -154,15 +156,11 @@ class InMemoryBackend:
         if vector is not None:
             self._vectors[record.id] = vector
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("memory backend is closed")
-
     async def search(
         self, scope: Scope, query: str, k: int = 5, *, include_quarantined: bool = False
     ) -> list[SearchHit]:
         check_k(k)
-        self._check_open()
+        self._runner.check_open()
         visible = [
             r
             for r in self._records.values()
@@ -189,7 +187,7 @@ class InMemoryBackend:
 
     async def write(self, scope: Scope, record: MemoryRecord) -> MemoryRecord:
         check_write(scope, record)
-        self._check_open()
+        self._runner.check_open()
         async with self._lock:
             old = self._records.get(record.id)
             if old is not None and old.scope.user != scope.user:
@@ -203,9 +201,8 @@ class InMemoryBackend:
             return record
 
     async def update(
-        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
-        self._check_open()
         old = await self.get(scope, id)
         if old is None:
             return None
@@ -213,44 +210,54 @@ class InMemoryBackend:
         self._records[id] = new
         return new
 
-    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
-        self._check_open()
+    async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
+        self._runner.check_open()
         record = self._records.get(id)
-        if record is None or (scope is not None and not scope.sees(record.scope)):
-            return None
-        return record
+        return record if record is not None and scope.sees(record.scope) else None
+
+    async def scope_of(self, id: str) -> Scope | None:
+        self._runner.check_open()
+        record = self._records.get(id)
+        return None if record is None else record.scope
 
     async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
-        self._check_open()
+        self._runner.check_open()
         out = sorted(
             (r for r in self._records.values() if scope.sees(r.scope)),
             key=lambda r: r.created_at,
         )
         return out if limit is None else out[:limit]
 
-    async def delete(self, id: str) -> bool:
-        self._check_open()
+    async def delete(self, scope: Scope, id: str) -> bool:
+        if await self.get(scope, id) is None:
+            return False
+        self._forget(id)
+        return True
+
+    def _forget(self, id: str) -> None:
         self._tokens.pop(id, None)
         self._vectors.pop(id, None)
-        return self._records.pop(id, None) is not None
+        self._records.pop(id, None)
 
     async def delete_all(self, scope: Scope) -> int:
-        self._check_open()
+        self._runner.check_open()
         ids = [rid for rid, r in self._records.items() if scope.sees(r.scope)]
         for rid in ids:
-            await self.delete(rid)
+            self._forget(rid)
         return len(ids)
 
     async def close(self) -> None:
-        if self._closed:
+        # In the event loop, not a thread: the snapshot must not race a running call.
+        self._runner.shut(self._save)
+
+    def _save(self) -> None:
+        if self._snapshot is None:
             return
-        self._closed = True
-        if self._snapshot is not None:
-            payload = {
-                "version": SNAPSHOT_VERSION,
-                "records": [r.model_dump(mode="json") for r in self._records.values()],
-                "vectors": self._vectors,
-            }
-            tmp = self._snapshot.with_suffix(".tmp")
-            tmp.write_text(json.dumps(payload), encoding="utf-8")
-            os.replace(tmp, self._snapshot)
+        payload = {
+            "version": SNAPSHOT_VERSION,
+            "records": [r.model_dump(mode="json") for r in self._records.values()],
+            "vectors": self._vectors,
+        }
+        tmp = self._snapshot.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload), encoding="utf-8")
+        os.replace(tmp, self._snapshot)

@@ -48,9 +48,9 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
-    check_k,
     check_write,
     combine_audit,
+    nothing_to_search,
 )
 from dmt_proxy.memory.consolidation import CONSOLIDATE_PROMPT_VERSION, plan_consolidation
 from dmt_proxy.memory.lg_store import IndexedSqliteStore
@@ -233,13 +233,10 @@ class LangMemBackend:
             flt["session"] = scope.session
         return flt
 
-    async def _find(self, scope: Scope | None, id: str) -> dict[str, Any] | None:
-        for namespace in self._store.namespaces_of(id):
-            if namespace[:2] != ("dmt", "memories"):
-                continue
-            item = await self._store.aget(namespace, id)
-            if item is not None and (scope is None or scope.sees(_record(item.value).scope)):
-                return dict(item.value)
+    async def _find(self, scope: Scope, id: str) -> dict[str, Any] | None:
+        item = await self._store.aget(self._ns(scope), id)
+        if item is not None and scope.sees(_record(item.value).scope):
+            return dict(item.value)
         return None
 
     async def _put(self, value: dict[str, Any]) -> None:
@@ -249,8 +246,7 @@ class LangMemBackend:
     async def search(
         self, scope: Scope, query: str, k: int = 5, *, include_quarantined: bool = False
     ) -> list[SearchHit]:
-        check_k(k)
-        if k == 0 or not query.strip():
+        if nothing_to_search(query, k):
             return []
         flt = self._scope_filter(scope)
         if not include_quarantined:
@@ -395,7 +391,7 @@ class LangMemBackend:
             )
 
     async def update(
-        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
         state = AuditState(status=audit_status, tag=tag)
         if audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
@@ -438,21 +434,27 @@ class LangMemBackend:
                 return values
             offset += _PAGE
 
-    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
+    async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
         value = await self._find(scope, id)
         return None if value is None else _record(value)
+
+    async def scope_of(self, id: str) -> Scope | None:
+        for namespace in self._store.namespaces_of(id):
+            if namespace[:2] == ("dmt", "memories"):
+                item = await self._store.aget(namespace, id)
+                if item is not None:
+                    return _record(item.value).scope
+        return None
 
     async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
         records = sorted((_record(v) for v in await self._all(scope)), key=lambda r: r.created_at)
         return records if limit is None else records[:limit]
 
-    async def delete(self, id: str) -> bool:
-        deleted = False
-        for namespace in self._store.namespaces_of(id):
-            if namespace[:2] == ("dmt", "memories"):
-                await self._store.adelete(namespace, id)
-                deleted = True
-        return deleted
+    async def delete(self, scope: Scope, id: str) -> bool:
+        if await self._find(scope, id) is None:
+            return False
+        await self._store.adelete(self._ns(scope), id)
+        return True
 
     async def delete_all(self, scope: Scope) -> int:
         values = await self._all(scope)

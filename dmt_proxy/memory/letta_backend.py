@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,14 +47,13 @@ from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     AuditState,
     MemoryRecord,
-    MemoryStoreError,
     RecordConflict,
     Scope,
     SearchHit,
     TextEmbedder,
-    check_k,
     check_write,
     combine_audit,
+    nothing_to_search,
     with_audit,
 )
 from dmt_proxy.memory.consolidation import (
@@ -65,11 +63,11 @@ from dmt_proxy.memory.consolidation import (
 )
 from dmt_proxy.memory.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
 from dmt_proxy.memory.registry import BackendConfig, LLMConfig, register_backend
+from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.memory.vectors import VectorMatrix
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel
 
-T = TypeVar("T")
 _SUMMARY_NS = uuid.UUID("6b1f3c1e-0d7a-4c55-9a51-2f0d6c1f7a10")
 
 
@@ -125,11 +123,10 @@ class LettaPagingBackend:
         self._options = options
         self._chat = chat if options.summarizer != "deterministic" else None
         self._llm = llm
-        self._lock = threading.Lock()
+        self._runner = StoreRunner("letta", (sqlite3.Error,))
         self._summary_lock = asyncio.Lock()
         self._archives: dict[str, Archive] = {}
         self._seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
-        self._closed = False
         self.stats = PagingStats()
 
     @classmethod
@@ -152,18 +149,6 @@ class LettaPagingBackend:
         except sqlite3.Error as exc:
             raise ConfigError(f"letta store {path} cannot be opened: {exc}") from exc
         return cls(conn, config.shared_embedder(), options, config.chat, config.llm)
-
-    async def _run(self, fn: Callable[[], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("letta backend is closed")
-                try:
-                    return fn()
-                except sqlite3.Error as exc:
-                    raise MemoryStoreError(f"letta store failed: {exc}") from exc
-
-        return await asyncio.to_thread(locked)
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self._embedder.embed, texts)
@@ -196,8 +181,7 @@ class LettaPagingBackend:
     async def search(
         self, scope: Scope, query: str, k: int = 5, *, include_quarantined: bool = False
     ) -> list[SearchHit]:
-        check_k(k)
-        if k == 0 or not query.strip():
+        if nothing_to_search(query, k):
             return []
         qv = np.asarray((await self._embed([query]))[0], dtype=np.float32)
 
@@ -244,7 +228,7 @@ class LettaPagingBackend:
             rest = core[min(k, self._options.core_hits) :]
             return hits + rest[: max(0, k - len(hits))]
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def write(self, scope: Scope, record: MemoryRecord) -> MemoryRecord:
         check_write(scope, record)
@@ -295,7 +279,7 @@ class LettaPagingBackend:
             )
             return stored, self._page_out(scope)
 
-        stored, paged = await self._run(run)
+        stored, paged = await self._runner.run(run)
         if paged:
             await self._summarize(scope)
         return stored
@@ -350,7 +334,7 @@ class LettaPagingBackend:
                     MemoryRecord.model_validate_json(prev[0]) if prev else None,
                 )
 
-            evicted, previous = await self._run(pending)
+            evicted, previous = await self._runner.run(pending)
             if not evicted:
                 return
             prev_text = previous.text if previous else ""
@@ -421,7 +405,7 @@ class LettaPagingBackend:
                 )
                 self._conn.execute("COMMIT")
 
-            await self._run(store)
+            await self._runner.run(store)
 
     def _combined(self, summary_id: str) -> AuditState:
         rows = self._conn.execute(
@@ -432,14 +416,11 @@ class LettaPagingBackend:
     def summary(self, scope: Scope) -> str | None:
         """The running summary text of ``scope``'s (user, agent) core, if any (sync, for tests)."""
         summary_id = str(uuid.uuid5(_SUMMARY_NS, _core_key(scope)))
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT body FROM records WHERE id = ?", (summary_id,)
-            ).fetchone()
-        return MemoryRecord.model_validate_json(row[0]).text if row else None
+        record = self._runner.call(lambda: self._stored(summary_id))
+        return record.text if record else None
 
     async def update(
-        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
         state = AuditState(status=audit_status, tag=tag)
 
@@ -450,7 +431,7 @@ class LettaPagingBackend:
             if row is None:
                 return None
             record = MemoryRecord.model_validate_json(row[0])
-            if scope is not None and not scope.sees(record.scope):
+            if not scope.sees(record.scope):
                 return None
             self._conn.execute("BEGIN")
             if row[1] == "summary":
@@ -494,7 +475,7 @@ class LettaPagingBackend:
                 cached[1][id] = (row[3], row[4], new.audit_status.value)
             return new
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     def _set_body(self, record: MemoryRecord) -> None:
         self._conn.execute(
@@ -502,13 +483,23 @@ class LettaPagingBackend:
             (record.audit_status.value, record.model_dump_json(), record.id),
         )
 
-    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
-        def run() -> MemoryRecord | None:
-            row = self._conn.execute("SELECT body FROM records WHERE id = ?", (id,)).fetchone()
-            record = MemoryRecord.model_validate_json(row[0]) if row else None
-            return record if record and (scope is None or scope.sees(record.scope)) else None
+    def _stored(self, id: str) -> MemoryRecord | None:
+        row = self._conn.execute("SELECT body FROM records WHERE id = ?", (id,)).fetchone()
+        return MemoryRecord.model_validate_json(row[0]) if row else None
 
-        return await self._run(run)
+    async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
+        def run() -> MemoryRecord | None:
+            record = self._stored(id)
+            return record if record is not None and scope.sees(record.scope) else None
+
+        return await self._runner.run(run)
+
+    async def scope_of(self, id: str) -> Scope | None:
+        def run() -> Scope | None:
+            record = self._stored(id)
+            return None if record is None else record.scope
+
+        return await self._runner.run(run)
 
     def _visible_rows(self, scope: Scope) -> list[tuple[str, str, str]]:
         sql = "SELECT id, body, kind FROM records WHERE user_key = ? AND user = ?"
@@ -530,7 +521,7 @@ class LettaPagingBackend:
             )
             return records if limit is None else records[:limit]
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     def _delete_ids(self, user_key: str, ids: Sequence[tuple[str, str]]) -> None:
         self._conn.execute("BEGIN")
@@ -541,17 +532,17 @@ class LettaPagingBackend:
             self._archive_drop(user_key, rid)
         self._conn.execute("COMMIT")
 
-    async def delete(self, id: str) -> bool:
+    async def delete(self, scope: Scope, id: str) -> bool:
         def run() -> bool:
             row = self._conn.execute(
-                "SELECT user_key, kind FROM records WHERE id = ?", (id,)
+                "SELECT body, kind FROM records WHERE id = ?", (id,)
             ).fetchone()
-            if row is None:
+            if row is None or not scope.sees(MemoryRecord.model_validate_json(row[0]).scope):
                 return False
-            self._delete_ids(row[0], [(id, row[1])])
+            self._delete_ids(scope.user_key, [(id, row[1])])
             return True
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def delete_all(self, scope: Scope) -> int:
         def run() -> int:
@@ -559,13 +550,7 @@ class LettaPagingBackend:
             self._delete_ids(scope.user_key, [(rid, kind) for rid, _, kind in rows])
             return len(rows)
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def close(self) -> None:
-        def run() -> None:
-            with self._lock:
-                if not self._closed:
-                    self._closed = True
-                    self._conn.close()
-
-        await asyncio.to_thread(run)
+        await self._runner.close(self._conn.close)

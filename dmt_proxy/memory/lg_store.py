@@ -12,15 +12,13 @@ returns unit vectors, so this is cosine similarity). Searches with a ``query``
 are answered here; everything else goes to ``SqliteStore`` unchanged.
 
 It is a full ``BaseStore``, so langmem's ``create_memory_store_manager`` can run
-on it. Thread-safe (one lock); ``abatch`` runs ``batch`` in a worker thread.
+on it. Thread-safe (one ``StoreRunner``); ``abatch`` runs ``batch`` in a worker thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import get_text_at_path
 from langgraph.store.sqlite import SqliteStore
 
-from dmt_proxy.memory.base import MemoryStoreError
+from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.memory.vectors import VectorMatrix
 
 EmbedFn = Callable[[list[str]], list[list[float]]]
@@ -108,7 +106,7 @@ class IndexedSqliteStore(BaseStore):
         self._embed = embed
         self._dims = dims
         self._fields = list(fields)
-        self._lock = threading.RLock()
+        self._runner = StoreRunner("langgraph", (sqlite3.Error,))
         self._matrices: dict[tuple[str, ...], VectorMatrix] = {}
         self._namespaces_of: dict[str, set[tuple[str, ...]]] = {}
         self._hashes: dict[tuple[tuple[str, ...], str], str] = {}
@@ -140,8 +138,7 @@ class IndexedSqliteStore(BaseStore):
 
     def namespaces_of(self, key: str) -> list[tuple[str, ...]]:
         """Namespaces holding an indexed item with this key (a cheap global lookup)."""
-        with self._lock:
-            return sorted(self._namespaces_of.get(key, ()))
+        return self._runner.call(lambda: sorted(self._namespaces_of.get(key, ())))
 
     def _text(self, value: Mapping[str, Any], index: list[str] | None) -> str:
         texts: list[str] = []
@@ -152,11 +149,7 @@ class IndexedSqliteStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops``: vector searches here, everything else in ``SqliteStore``."""
         ops = list(ops)
-        with self._lock:
-            try:
-                return self._batch(ops)
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"langgraph store failed: {exc}") from exc
+        return self._runner.call(lambda: self._batch(ops))
 
     def _batch(self, ops: list[Op]) -> list[Result]:
         results: list[Result] = [None] * len(ops)
@@ -172,7 +165,8 @@ class IndexedSqliteStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """``batch`` in a worker thread."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        ops = list(ops)
+        return await self._runner.run(lambda: self._batch(ops))
 
     def _index_puts(self, puts: list[PutOp]) -> None:
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -244,6 +238,5 @@ class IndexedSqliteStore(BaseStore):
         return found[op.offset :]
 
     def close(self) -> None:
-        """Close the SQLite connection."""
-        with self._lock:
-            self._conn.close()
+        """Close the SQLite connection (once; the store is unusable afterwards)."""
+        self._runner.shut(self._conn.close)

@@ -29,7 +29,7 @@ condition is enforced by the partition and re-checked on every returned point.
 Qdrant local mode allows ONE client per path: two backends (or processes) on the
 same state dir fail at open with a ConfigError. ``close()`` releases the lock.
 mem0's API is synchronous and the local client is not thread-safe, so every call
-runs in a worker thread under one lock.
+runs in a worker thread under one lock (``StoreRunner``).
 """
 
 from __future__ import annotations
@@ -39,11 +39,9 @@ import importlib.util
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,18 +49,17 @@ from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     MemoryRecord,
-    MemoryStoreError,
     RecordConflict,
     Scope,
     SearchHit,
-    check_k,
     check_write,
+    nothing_to_search,
 )
 from dmt_proxy.memory.mem0_partitions import SharedEmbedding, UserPartitions
 from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
-T = TypeVar("T")
 _STORE_ERRORS = (OSError, sqlite3.Error, RuntimeError)
 
 
@@ -121,8 +118,7 @@ class Mem0Backend:
         self._memory = memory
         self._parts = partitions
         self._options = options
-        self._lock = threading.Lock()
-        self._closed = False
+        self._runner = StoreRunner("mem0", _STORE_ERRORS)
 
     @classmethod
     async def open(cls, config: BackendConfig, options: Mem0Backend.Options) -> Mem0Backend:
@@ -188,18 +184,6 @@ class Mem0Backend:
         memory.vector_store = partitions  # mem0's Memory API runs unchanged on top
         return cls(memory, partitions, options)
 
-    async def _run(self, fn: Callable[[], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("mem0 backend is closed")
-                try:
-                    return fn()
-                except _STORE_ERRORS as exc:
-                    raise MemoryStoreError(f"mem0 store failed: {exc}") from exc
-
-        return await asyncio.to_thread(locked)
-
     # -- mapping between our records and mem0 items -------------------------------
 
     @staticmethod
@@ -249,24 +233,19 @@ class Mem0Backend:
             schema_version=int(meta.get("dmt_schema", 1)),
         )
 
-    def _visible_items(self, scope: Scope | None, id: str) -> list[dict[str, Any]]:
-        items = []
-        for point_id in sorted(self._parts.points_of(id)):
-            item = self._memory.get(point_id)
-            if item is None:
-                continue
-            record = self._record(item)
-            if scope is None or scope.sees(record.scope):
-                items.append(item)
-        return items
+    def _items(self, id: str) -> list[dict[str, Any]]:
+        items = (self._memory.get(point_id) for point_id in sorted(self._parts.points_of(id)))
+        return [item for item in items if item is not None]
+
+    def _visible_items(self, scope: Scope, id: str) -> list[dict[str, Any]]:
+        return [item for item in self._items(id) if scope.sees(self._record(item).scope)]
 
     # -- protocol -----------------------------------------------------------------
 
     async def search(
         self, scope: Scope, query: str, k: int = 5, *, include_quarantined: bool = False
     ) -> list[SearchHit]:
-        check_k(k)
-        if k == 0 or not query.strip():
+        if nothing_to_search(query, k):
             return []
 
         def run() -> list[SearchHit]:
@@ -288,7 +267,7 @@ class Mem0Backend:
             ]
             return [h for h in hits if scope.sees(h.record.scope)]
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def write(self, scope: Scope, record: MemoryRecord) -> MemoryRecord:
         check_write(scope, record)
@@ -335,10 +314,10 @@ class Mem0Backend:
             )
             return record
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def update(
-        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
         if audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
             raise ValueError(f"audit_status '{audit_status.value}' requires a tag")
@@ -359,14 +338,21 @@ class Mem0Backend:
             fresh = self._memory.get(items[0]["id"])
             return self._record(fresh) if fresh else None
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
-    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
+    async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
         def run() -> MemoryRecord | None:
             items = self._visible_items(scope, id)
             return self._record(items[0]) if items else None
 
-        return await self._run(run)
+        return await self._runner.run(run)
+
+    async def scope_of(self, id: str) -> Scope | None:
+        def run() -> Scope | None:
+            items = self._items(id)
+            return self._record(items[0]).scope if items else None
+
+        return await self._runner.run(run)
 
     async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
         def run() -> list[MemoryRecord]:
@@ -380,16 +366,16 @@ class Mem0Backend:
             )
             return records if limit is None else records[:limit]
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
-    async def delete(self, id: str) -> bool:
+    async def delete(self, scope: Scope, id: str) -> bool:
         def run() -> bool:
-            points = sorted(self._parts.points_of(id))
-            for point_id in points:
-                self._memory.delete(point_id)
-            return bool(points)
+            items = self._visible_items(scope, id)
+            for item in items:
+                self._memory.delete(item["id"])
+            return bool(items)
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def delete_all(self, scope: Scope) -> int:
         def run() -> int:
@@ -402,15 +388,11 @@ class Mem0Backend:
             )
             return before - self._parts.size(scope.user_key)
 
-        return await self._run(run)
+        return await self._runner.run(run)
 
     async def close(self) -> None:
-        def run() -> None:
-            with self._lock:
-                if self._closed:
-                    return
-                self._closed = True
-                self._memory.close()
-                self._parts.close()
+        def release() -> None:
+            self._memory.close()
+            self._parts.close()
 
-        await asyncio.to_thread(run)
+        await self._runner.close(release)

@@ -27,7 +27,6 @@ import pytest
 
 from dmt_proxy.api import create_app
 from dmt_proxy.audit.fake import ScriptedAuditor
-from dmt_proxy.audit.worker import drain
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope, SearchHit
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
@@ -139,19 +138,22 @@ class OutageBackend:
         return await self.inner.write(scope, record)
 
     async def update(
-        self, scope: Scope | None, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
         self._gate("update")
         return await self.inner.update(scope, id, audit_status=audit_status, tag=tag)
 
-    async def get(self, scope: Scope | None, id: str) -> MemoryRecord | None:
+    async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
         return await self.inner.get(scope, id)
+
+    async def scope_of(self, id: str) -> Scope | None:
+        return await self.inner.scope_of(id)
 
     async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
         return await self.inner.list(scope, limit=limit)
 
-    async def delete(self, id: str) -> bool:
-        return await self.inner.delete(id)
+    async def delete(self, scope: Scope, id: str) -> bool:
+        return await self.inner.delete(scope, id)
 
     async def delete_all(self, scope: Scope) -> int:
         return await self.inner.delete_all(scope)
@@ -214,7 +216,7 @@ async def test_store_outage_queues_writes_then_drains(
 
     backend.failing.clear()
     started = time.monotonic()
-    assert await drain(app.state.memory_stack.worker, timeout_s=30)
+    assert await app.state.memory.drain(timeout_s=30)
     drain_s = time.monotonic() - started
     rows = await all_memories(client)
     assert sorted(r["text"] for r in rows) == sorted(

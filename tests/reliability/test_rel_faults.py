@@ -21,7 +21,6 @@ import httpx
 import pytest
 
 from dmt_proxy.api import create_app
-from dmt_proxy.audit.worker import drain
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
@@ -173,7 +172,7 @@ async def test_garbage_auditor_reply_is_repaired_once_then_failed(
     app, client = garbage_auditor_app
     body = {"model": "fast", "user": "g", "messages": [{"role": "user", "content": "Hi!"}]}
     assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
-    assert await drain(app.state.memory_stack.worker, timeout_s=20)
+    assert await app.state.memory.drain(timeout_s=20)
     rows = (await client.get("/v1/memories", params={"user": "g"}, headers=ADMIN)).json()["data"]
     assert [r["audit_status"] for r in rows] == ["failed"]
     metrics = (await client.get("/metrics")).text
@@ -212,7 +211,7 @@ async def test_unreachable_auditor_is_retried_then_failed(state_dir: Path) -> No
         body = {"model": "fast", "user": "u", "messages": [{"role": "user", "content": "Hi!"}]}
         assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
         # Backoff 0.5 s then 1 s between the three attempts.
-        assert await drain(app.state.memory_stack.worker, timeout_s=20)
+        assert await app.state.memory.drain(timeout_s=20)
         rows = (await client.get("/v1/memories", params={"user": "u"}, headers=ADMIN)).json()
         assert [r["audit_status"] for r in rows["data"]] == ["failed"]
         assert router.auditor_calls == 3

@@ -47,7 +47,7 @@ async def test_backfill_tags_and_cleans_only_unaudited_and_failed() -> None:
     }
     assert statuses == {"m0": AuditStatus.TAGGED, "m1": AuditStatus.CLEAN, "m2": AuditStatus.CLEAN,
                         "m3": AuditStatus.TAGGED}  # fmt: skip
-    tagged = await backend.get(None, "m0")
+    tagged = await backend.get(Scope(user="u1"), "m0")
     assert tagged is not None and tagged.tag is not None and tagged.tag.bias_type == "ses"
 
 
@@ -57,9 +57,9 @@ async def test_backfill_drop_policy_and_unavailable_auditor() -> None:
     report = await backfill(
         backend, ScriptedAuditor(verdict), AuditPolicy(action=TagAction.DROP), ["u2"]
     )
-    assert report.dropped == 1 and await backend.get(None, "m3") is None
+    assert report.dropped == 1 and await backend.get(Scope(user="u2"), "m3") is None
     down = ScriptedAuditor([AuditorUnavailable("down", upstream="a", retryable=True)])
     report = await backfill(backend, down, AuditPolicy(), ["u1"])
     assert report.unavailable == 2 and report.audited == 0
-    m0 = await backend.get(None, "m0")
+    m0 = await backend.get(Scope(user="u1"), "m0")
     assert m0 is not None and m0.audit_status is AuditStatus.UNAUDITED

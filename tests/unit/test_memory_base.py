@@ -16,9 +16,11 @@ from dmt_proxy.memory import (
     Scope,
     combine_audit,
     create_backend,
+    interaction_text,
     known_backends,
     register_backend,
 )
+from dmt_proxy.memory.base import MAX_TEXT_CHARS
 from dmt_proxy.memory.in_memory import keyword_score, keyword_tokens
 from dmt_proxy.tags import AuditStatus, BiasTag
 
@@ -76,6 +78,14 @@ def test_record_from_interaction_and_consistency() -> None:
         MemoryRecord(scope=Scope(user="u"), text="t", audit_status=AuditStatus.TAGGED)
     with pytest.raises(ValidationError):
         MemoryRecord(scope=Scope(user="u"), text="")
+
+
+def test_one_interaction_format_cut_to_fit_a_record() -> None:
+    assert interaction_text("q?", "r.") == "User: q?\nAssistant: r."
+    long = interaction_text("q" * MAX_TEXT_CHARS, "r.")
+    assert len(long) == MAX_TEXT_CHARS and long.endswith(" […]")
+    record = MemoryRecord.from_interaction(Scope(user="u"), "q" * MAX_TEXT_CHARS, "r.")
+    assert record.text == long and record.query == "q" * MAX_TEXT_CHARS
 
 
 def test_combine_audit() -> None:

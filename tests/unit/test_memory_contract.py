@@ -106,7 +106,7 @@ async def test_users_are_isolated(open_backend: Opener) -> None:
     hits = await backend.search(bob, "What is the name of my dog?", k=10)
     assert [h.record.id for h in hits] == [bobs.id]
     assert await backend.get(bob, mine[0].id) is None
-    assert (await backend.get(None, mine[0].id)) is not None
+    assert (await backend.get(alice, mine[0].id)) is not None
     assert [r.id for r in await backend.list(bob)] == [bobs.id]
     assert {r.id for r in await backend.list(alice)} == {r.id for r in mine}
     assert await backend.update(bob, mine[0].id, audit_status=AuditStatus.CLEAN, tag=None) is None
@@ -154,7 +154,7 @@ async def test_update_sets_audit_fields(open_backend: Opener) -> None:
     assert got is not None and got.tag == TAG and got.text == records[0].text
     hits = await backend.search(alice, "What is the name of my dog?", k=1)
     assert hits[0].record.tag == TAG  # tagged (not quarantined) memories are still retrieved
-    cleared = await backend.update(None, records[0].id, audit_status=AuditStatus.CLEAN, tag=None)
+    cleared = await backend.update(alice, records[0].id, audit_status=AuditStatus.CLEAN, tag=None)
     assert cleared is not None and cleared.tag is None
     assert (
         await backend.update(alice, str(uuid.uuid4()), audit_status=AuditStatus.CLEAN, tag=None)
@@ -187,9 +187,9 @@ async def test_delete_and_delete_all(open_backend: Opener) -> None:
     bobs = MemoryRecord.from_interaction(bob, "My dog is named Fido.", "Nice.")
     for scope, record in ((s1, in_s1), (s2, in_s2), (bob, bobs)):
         await backend.write(scope, record)
-    assert await backend.delete(in_s2.id) is True
-    assert await backend.delete(in_s2.id) is False
-    assert await backend.get(None, in_s2.id) is None
+    assert await backend.delete(s2, in_s2.id) is True
+    assert await backend.delete(s2, in_s2.id) is False
+    assert await backend.get(s2, in_s2.id) is None
     await backend.write(s2, in_s2)
     assert await backend.delete_all(s1) == 1
     assert [r.id for r in await backend.list(alice)] == [in_s2.id]
@@ -197,6 +197,30 @@ async def test_delete_and_delete_all(open_backend: Opener) -> None:
     assert await backend.list(alice) == []
     assert await backend.search(alice, "dog", k=5) == []
     assert [r.id for r in await backend.list(bob)] == [bobs.id]
+
+
+async def test_other_scopes_cannot_touch_a_record(open_backend: Opener) -> None:
+    """Every by-id call takes a scope: at one that does not see the record, it finds
+    nothing and changes nothing (another user, or the same user's other session)."""
+    backend = await open_backend()
+    owner = Scope(user="alice", session="s1")
+    record = MemoryRecord.from_interaction(owner, "My dog is named Rex.", "Nice.")
+    await backend.write(owner, record)
+    for other in (Scope(user="bob"), Scope(user="alice", session="s2"), Scope(user="Alice")):
+        assert await backend.get(other, record.id) is None
+        assert (
+            await backend.update(other, record.id, audit_status=AuditStatus.TAGGED, tag=TAG)
+            is None
+        )
+        assert await backend.delete(other, record.id) is False
+    kept = await backend.get(owner, record.id)
+    assert kept is not None and kept.audit_status is AuditStatus.PENDING and kept.tag is None
+    assert await backend.get(Scope(user="alice"), record.id) == kept  # the user sees all sessions
+    assert [h.record.id for h in await backend.search(owner, "dog named Rex", k=3)] == [record.id]
+    assert await backend.scope_of(record.id) == owner
+    assert await backend.scope_of(str(uuid.uuid4())) is None
+    assert await backend.delete(Scope(user="alice"), record.id) is True
+    assert await backend.scope_of(record.id) is None
 
 
 async def test_survives_close_and_reopen(open_backend: Opener, tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ async def test_json_manager_consolidates_and_keeps_audit_fields(
     assert (
         json.loads(chat.calls[1].messages[1]["content"])["EXISTING"][0]["memory"] == derived[0].text
     )
-    merged = await backend.get(None, derived[0].id)
+    merged = await backend.get(ALICE, derived[0].id)
     assert merged is not None and "young hires" in merged.text
     assert merged.metadata["sources"] == sorted([first.id, second.id])
     assert merged.tag == TAG  # a clean source does not wash out the tagged one

@@ -19,7 +19,6 @@ import pytest
 from dmt_proxy.api import create_app
 from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.audit.worker import drain
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
@@ -46,7 +45,7 @@ class Env:
     app: Any
 
     async def drain(self) -> None:
-        assert await drain(self.app.state.memory_stack.worker, timeout_s=10)
+        assert await self.app.state.memory.drain(timeout_s=10)
 
     def ask(self, text: str, user: str = "alice", **headers: str) -> Any:
         body = {

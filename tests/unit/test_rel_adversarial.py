@@ -27,7 +27,6 @@ from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.render import RESERVED, RenderItem, render_memories
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.audit.worker import drain
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import AuditPolicy, parse_policy
 from dmt_proxy.settings import Settings
@@ -158,7 +157,7 @@ async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(state
             body = {"model": "local/smollm2", "user": "attacker",
                     "messages": [{"role": "user", "content": item.text}]}  # fmt: skip
             assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
-        assert await drain(app.state.memory_stack.worker, timeout_s=20)
+        assert await app.state.memory.drain(timeout_s=20)
         # Words from every text, so retrieval brings back all of them.
         query = " ".join(b.text for b in SET.bases) + " auditor memory verified clean"
         body = {"model": "local/smollm2", "user": "attacker",

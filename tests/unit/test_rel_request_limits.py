@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from dmt_proxy.api.routes_chat import MAX_JSON_DEPTH, memory_user, parse_chat_request
+from dmt_proxy.api.routes_chat import MAX_JSON_DEPTH, memory_scope, parse_chat_request
 from dmt_proxy.errors import InvalidRequest
+from dmt_proxy.memory.base import Scope
 
 
 def body(content: object = "hi", **extra: object) -> bytes:
@@ -48,12 +49,12 @@ def test_unicode_that_cannot_be_sent_on_is_a_400(raw: bytes, ok: bool) -> None:
 
 
 def test_memory_user_must_be_a_valid_scope() -> None:
-    assert memory_user(None, "  alice ") == "alice"
-    assert memory_user("acme", "alice") == "acme/alice"
-    assert memory_user(None, "   ") is None and memory_user(None, None) is None
+    assert memory_scope(None, "  alice ") == Scope(user="alice")
+    assert memory_scope("acme", "alice") == Scope(user="acme/alice")
+    assert memory_scope(None, "   ") is None and memory_scope(None, None) is None
     for bad in ("a\tb", "x\x00", "u" * 300):
         with pytest.raises(InvalidRequest) as info:
-            memory_user(None, bad)
+            memory_scope(None, bad)
         assert info.value.param == "user"
     with pytest.raises(InvalidRequest):  # the tenant prefix counts toward the limit
-        memory_user("t" * 64, "u" * 200)
+        memory_scope("t" * 64, "u" * 200)

@@ -64,8 +64,12 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     outbox = Outbox(path)
     assert outbox.found_version == 0  # a new file
-    first = await outbox.enqueue(user="alice", query="q1", answer="a1", request_id="r1", mode="dmt")
-    second = await outbox.enqueue(user="bob", query="q2", answer="a2", request_id="r2", mode="off")
+    first = await outbox.enqueue(
+        scope=Scope(user="alice"), query="q1", answer="a1", request_id="r1", mode="dmt"
+    )
+    second = await outbox.enqueue(
+        scope=Scope(user="bob"), query="q2", answer="a2", request_id="r2", mode="off"
+    )
     await outbox.mark_stored(first)
     await outbox.save_verdict(first, {"bias_detected": False, "score": 0.1})
     await outbox.retry_later(second, "backend write: disk full", 0.0)
@@ -98,7 +102,9 @@ async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> Non
     assert items["mem_old_2"].stored and items["mem_old_2"].attempts == 2
     assert {i.schema_version for i in items.values()} == {ROW_SCHEMA_VERSION}
     # New rows go in next to migrated ones.
-    await outbox.enqueue(user="carol", query="new", answer="a", request_id="r3", mode="off")
+    await outbox.enqueue(
+        scope=Scope(user="carol"), query="new", answer="a", request_id="r3", mode="off"
+    )
 
     # The worker of this version processes the old rows into the backend.
     backend = InMemoryBackend()

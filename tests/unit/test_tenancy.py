@@ -20,7 +20,6 @@ from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import Tenants, hash_key
 from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditVerdict
-from dmt_proxy.audit.worker import drain
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
@@ -113,7 +112,7 @@ def test_no_cross_tenant_reads(tmp_path_factory: pytest.TempPathFactory,
                 resp = await c.post("/v1/chat/completions", json=body(f"secret memory word {token}", user),
                                     headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
                 assert resp.status_code == 200
-            assert await drain(app.state.memory_stack.worker, timeout_s=10)  # type: ignore[attr-defined]
+            assert await app.state.memory.drain(timeout_s=10)  # type: ignore[attr-defined]
             for tenant, user in set(writes):
                 chat.calls.clear()
                 await c.post("/v1/chat/completions", json=body("secret memory word tok", user),

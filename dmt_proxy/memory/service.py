@@ -1,0 +1,255 @@
+"""The proxy's memory service: retrieval with DMT rendering, durable writes, admin operations.
+
+``build_memory_service(settings, policy, ...)`` is the one place the service is put
+together: the backend named by the policy, the outbox, the auditor and the worker
+that moves outbox rows through the audit into the backend. The API layer only
+calls the service; it never reaches the outbox, the worker or the backend.
+
+Layering: this module imports ``dmt_proxy.audit`` (outbox, worker, auditor,
+rendering); nothing in ``audit/`` imports it, and ``dmt_proxy.memory`` (the
+package) does not import it either, so that ``audit/`` can use the memory
+types without a cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.audit.auditor import Auditor, AuditorCall, LLMAuditor
+from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+from dmt_proxy.audit.outbox import Outbox, OutboxItem
+from dmt_proxy.audit.render import RenderItem, render_memories
+from dmt_proxy.audit.worker import OutboxWorker, drain
+from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
+from dmt_proxy.memory.registry import BackendConfig, LLMConfig, create_backend
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.pipeline import Exchange, RequestContext
+from dmt_proxy.policy import Policy
+from dmt_proxy.resources import prompt_path
+from dmt_proxy.settings import Settings
+from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.registry import ModelRegistry
+
+log = logging.getLogger(__name__)
+
+
+class MemoryEntry(BaseModel):
+    """One memory as the admin API shows it: stored in the backend, or acknowledged and queued."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    user: str
+    text: str
+    created_at: datetime
+    audit_status: AuditStatus
+    tag: BiasTag | None = None
+
+    @classmethod
+    def stored(cls, record: MemoryRecord) -> MemoryEntry:
+        """The entry of a record the backend holds."""
+        return cls(id=record.id, user=record.scope.user, text=record.text,
+                   created_at=record.created_at, audit_status=record.audit_status,
+                   tag=record.tag)  # fmt: skip
+
+    @classmethod
+    def queued(cls, item: OutboxItem) -> MemoryEntry:
+        """The entry of a write still in the outbox: ``pending``, with the text it will have."""
+        return cls(id=item.id, user=item.user, text=interaction_text(item.query, item.answer),
+                   created_at=datetime.fromtimestamp(item.created_at, UTC),
+                   audit_status=AuditStatus.PENDING)  # fmt: skip
+
+
+class OutboxStats(BaseModel):
+    """How far behind the write path is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    depth: int
+    """Writes acknowledged but not yet stored and audited."""
+    oldest_pending_age_s: float
+    """Age of the oldest of them (0 when there are none)."""
+
+
+class DurableMemoryService:
+    """Implements ``pipeline.MemoryService`` (and the admin operations) over a backend,
+    the durable outbox and the worker that audits and stores what the outbox holds."""
+
+    def __init__(
+        self,
+        *,
+        backend: MemoryBackend,
+        backend_name: str,
+        outbox: Outbox,
+        worker: OutboxWorker,
+        policy: Policy,
+        metrics: Metrics,
+        retrieval_timeout_s: float = 5.0,
+    ) -> None:
+        self._backend = backend
+        self._backend_name = backend_name
+        self._outbox = outbox
+        self._worker = worker
+        self._policy = policy
+        self._metrics = metrics
+        self._retrieval_timeout_s = retrieval_timeout_s
+        self._instruction = prompt_path(policy.audit.dmt_prompt).read_text(encoding="utf-8").strip()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker (in the running event loop)."""
+        self._worker.start()
+
+    async def aclose(self) -> None:
+        """Stop the worker, then close the outbox and the backend."""
+        await self._worker.stop()
+        await self._outbox.aclose()
+        await self._backend.close()
+
+    async def drain(self, *, timeout_s: float = 600.0) -> bool:
+        """Wait until every acknowledged write is stored and audited (False on timeout)."""
+        return await drain(self._worker, timeout_s=timeout_s)
+
+    # -- the request path --------------------------------------------------------
+
+    async def context_messages(self, ctx: RequestContext, query: str) -> list[dict[str, Any]]:
+        """System messages carrying the memories of ``ctx.scope`` relevant to ``query``."""
+        assert ctx.scope is not None, "the pipeline asks for memories only with a scope"
+        ctx.headers["x-dmt-memory"] = ctx.memory.value
+        top_k = self._policy.memory.top_k
+        if top_k == 0 or not query.strip():
+            return []
+        started = time.perf_counter()
+        try:
+            hits = await asyncio.wait_for(
+                self._backend.search(ctx.scope, query, top_k), timeout=self._retrieval_timeout_s
+            )
+        except Exception as exc:
+            # The chat still answers; the write side is unaffected (it goes to the outbox).
+            log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
+            self._metrics.memory_skipped.labels("store_unavailable").inc()
+            ctx.headers["x-dmt-memory"] = (
+                f"unavailable ({type(exc).__name__}); answered without memory"
+            )
+            return []
+        finally:
+            self._metrics.retrieval_duration.labels(self._backend_name).observe(
+                time.perf_counter() - started
+            )
+        min_score = self._policy.memory.min_score
+        records = [h.record for h in hits if min_score is None or h.score >= min_score]
+        ctx.headers["x-dmt-memories"] = str(len(records))
+        items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
+        text = render_memories(items, with_tags=ctx.mode.uses_dmt, instruction=self._instruction)
+        return [{"role": "system", "content": text}] if text else []
+
+    async def record(self, exchange: Exchange) -> None:
+        """Durably enqueue ``exchange`` for auditing and storage; returns after the commit."""
+        memory_id = await self._outbox.enqueue(
+            scope=exchange.scope,
+            query=exchange.query,
+            answer=exchange.answer,
+            request_id=exchange.request_id,
+            mode=exchange.mode.value,
+        )
+        log.debug("queued memory %s for user scope", memory_id)
+        self._worker.wake()
+
+    # -- admin operations --------------------------------------------------------
+
+    async def list(self, scope: Scope) -> list[MemoryEntry]:
+        """Memories of ``scope``, oldest first: stored ones and writes still queued."""
+        entries = [MemoryEntry.stored(r) for r in await self._backend.list(scope)]
+        known = {e.id for e in entries}
+        # Acknowledged writes not yet in the backend are listed too, as pending.
+        entries += [
+            MemoryEntry.queued(item)
+            for item in await self._outbox.pending(scope.user)
+            if not item.stored and item.id not in known and scope.sees(item.scope)
+        ]
+        entries.sort(key=lambda e: e.created_at)
+        return entries
+
+    async def get(self, memory_id: str) -> MemoryEntry | None:
+        """Memory ``memory_id``, stored or queued (``None`` if there is none)."""
+        scope = await self._backend.scope_of(memory_id)
+        record = None if scope is None else await self._backend.get(scope, memory_id)
+        if record is not None:
+            return MemoryEntry.stored(record)
+        for item in await self._outbox.pending():
+            if item.id == memory_id:
+                return MemoryEntry.queued(item)
+        return None
+
+    async def delete(self, memory_id: str) -> bool:
+        """Forget memory ``memory_id``: its queued write and its stored record; whether any."""
+        cancelled = await self._outbox.cancel(memory_id)
+        scope = await self._backend.scope_of(memory_id)
+        deleted = scope is not None and await self._backend.delete(scope, memory_id)
+        return cancelled or deleted
+
+    async def delete_all(self, scope: Scope) -> int:
+        """Forget every memory of ``scope``, queued and stored; how many."""
+        cancelled = await self._outbox.cancel_user(scope.user)
+        deleted = await self._backend.delete_all(scope)
+        return deleted + cancelled
+
+    async def outbox_stats(self) -> OutboxStats:
+        """The depth of the write queue and the age of its oldest row."""
+        depth, oldest = await self._outbox.stats()
+        return OutboxStats(depth=depth, oldest_pending_age_s=oldest)
+
+
+def build_auditor(policy: Policy, registry: ModelRegistry, chat: ChatModel) -> LLMAuditor:
+    """The LLM auditor configured by ``policy.audit`` (its model resolved like any request's)."""
+    route = registry.resolve(policy.audit.auditor_model)
+    call = AuditorCall.from_route(route, timeout_s=policy.audit.timeout_s)
+    # Audit metrics are counted by the worker (once per memory, whatever the auditor).
+    return LLMAuditor(chat, call, prompt_version=policy.audit.auditor_prompt, policy=policy.audit)
+
+
+async def build_memory_service(
+    settings: Settings,
+    policy: Policy,
+    registry: ModelRegistry,
+    chat: ChatModel,
+    metrics: Metrics,
+    *,
+    backend: MemoryBackend | None = None,
+    auditor: Auditor | None = None,
+) -> DurableMemoryService:
+    """Build (not start) the memory service. ``backend``/``auditor`` override for tests."""
+    name = policy.memory.backend
+    if backend is None:
+        route = registry.resolve(policy.default_model)
+        llm = LLMConfig(model=route.litellm_model, api_base=route.api_base, api_key=route.api_key)
+        config = BackendConfig(
+            state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
+        )
+        backend = await create_backend(name, config)
+    outbox = Outbox(settings.state_dir / "outbox.sqlite3")
+    first_stage = None
+    if policy.audit.first_stage == "embedding":
+        from dmt_proxy.embedder import LocalEmbedder
+
+        threshold = policy.audit.first_stage_threshold  # None: the method's own default
+        first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
+    worker = OutboxWorker(
+        outbox=outbox,
+        backend=backend,
+        backend_name=name,
+        auditor=auditor if auditor is not None else build_auditor(policy, registry, chat),
+        policy=policy.audit,
+        metrics=metrics,
+        first_stage=first_stage,
+    )
+    return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
+                                policy=policy, metrics=metrics)  # fmt: skip

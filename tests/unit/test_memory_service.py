@@ -1,0 +1,150 @@
+"""The memory service alone: the admin operations over queued and stored memories, the
+scope an exchange carries, and the layering that keeps routes on the service.
+
+The backend is the shipped in-memory backend (a real implementation of the protocol)
+and the auditor the shipped ScriptedAuditor (a fake: these tests are about the
+service's bookkeeping, not judgement). The worker is built but not started, so what
+is queued stays queued until a test moves it with ``worker.process``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import dmt_proxy
+from dmt_proxy.audit.auditor import AuditorUnavailable
+from dmt_proxy.audit.fake import ScriptedAuditor
+from dmt_proxy.audit.outbox import Outbox
+from dmt_proxy.audit.worker import OutboxWorker
+from dmt_proxy.memory.base import MemoryRecord, Scope
+from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.service import DurableMemoryService
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.pipeline import Exchange
+from dmt_proxy.policy import Mode, parse_policy
+from dmt_proxy.tags import AuditStatus
+
+PACKAGE = Path(dmt_proxy.__file__).parent
+ALICE, BOB = Scope(user="alice"), Scope(user="bob")
+
+
+class Parts:
+    def __init__(self, state_dir: Path, auditor: ScriptedAuditor) -> None:
+        policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+        metrics = Metrics()
+        self.backend = InMemoryBackend()
+        self.outbox = Outbox(state_dir / "outbox.sqlite3")
+        self.worker = OutboxWorker(outbox=self.outbox, backend=self.backend, backend_name="memory",
+                                   auditor=auditor, policy=policy.audit, metrics=metrics)  # fmt: skip
+        self.service = DurableMemoryService(backend=self.backend, backend_name="memory",
+                                            outbox=self.outbox, worker=self.worker, policy=policy,
+                                            metrics=metrics)  # fmt: skip
+
+    async def record(self, scope: Scope, query: str, mode: Mode = Mode.DMT) -> str:
+        await self.service.record(
+            Exchange(scope=scope, query=query, answer="ok", request_id="r", mode=mode)
+        )
+        return (await self.outbox.pending())[-1].id
+
+
+@pytest.fixture
+async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
+    # The auditor is down: a row the worker moves is stored (pending) but stays queued.
+    down = AuditorUnavailable("down", upstream="a", retryable=True)
+    made = Parts(tmp_path, ScriptedAuditor([down]))
+    yield made
+    await made.service.aclose()
+
+
+async def test_list_merges_queued_writes_with_stored_records(parts: Parts) -> None:
+    old = MemoryRecord.from_interaction(ALICE, "Stored long ago.", "ok",
+                                        created_at=datetime(2020, 1, 1, tzinfo=UTC))  # fmt: skip
+    await parts.backend.write(ALICE, old)
+    queued = await parts.record(ALICE, "Still queued.")
+    moved = await parts.record(ALICE, "Stored, audit pending.")
+    await parts.record(BOB, "Bob's own.")
+    item = next(i for i in await parts.outbox.pending() if i.id == moved)
+    await parts.worker.process(item)  # stored under its final id; the row waits for the auditor
+    assert [i.stored for i in await parts.outbox.pending(ALICE.user)] == [False, True]
+
+    listed = await parts.service.list(ALICE)
+    assert [e.id for e in listed] == [old.id, queued, moved]  # oldest first, each once
+    assert [e.audit_status for e in listed] == [AuditStatus.PENDING] * 3
+    assert listed[1].text == "User: Still queued.\nAssistant: ok" and listed[1].user == "alice"
+    assert [e.text for e in await parts.service.list(BOB)] == ["User: Bob's own.\nAssistant: ok"]
+
+
+async def test_get_delete_and_delete_all_reach_queue_and_store(parts: Parts) -> None:
+    stored = MemoryRecord.from_interaction(ALICE, "Stored.", "ok")
+    await parts.backend.write(ALICE, stored)
+    queued = await parts.record(ALICE, "Queued.")
+    got = await parts.service.get(queued)
+    assert got is not None and got.audit_status is AuditStatus.PENDING
+    assert (await parts.service.get(stored.id)) is not None
+    assert await parts.service.get("mem_nothing") is None
+
+    assert await parts.service.delete(queued) is True  # cancels the queued write
+    assert await parts.outbox.pending() == []
+    assert await parts.service.delete(queued) is False
+
+    await parts.record(ALICE, "Queued again.")
+    await parts.record(BOB, "Bob's.")
+    assert await parts.service.delete_all(ALICE) == 2  # one stored, one queued
+    assert await parts.service.list(ALICE) == []
+    assert len(await parts.service.list(BOB)) == 1
+    stats = await parts.service.outbox_stats()
+    assert stats.depth == 1 and stats.oldest_pending_age_s >= 0
+
+
+async def test_an_exchange_is_stored_under_its_scope(tmp_path: Path) -> None:
+    parts = Parts(tmp_path, ScriptedAuditor())
+    session = Scope(user="alice", agent="planner", session="s1")
+    await parts.record(session, "Remember this.", mode=Mode.OFF)
+    [item] = await parts.outbox.pending()
+    assert item.scope == session
+    await parts.worker.process(item)
+    [record] = await parts.backend.list(ALICE)
+    assert record.scope == session and record.audit_status is AuditStatus.UNAUDITED
+    assert await parts.backend.list(Scope(user="alice", session="s2")) == []
+    await parts.service.aclose()
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_memory_routes_only_call_the_service() -> None:
+    ours = {m for m in _imports(PACKAGE / "api" / "routes_memory.py") if m.startswith("dmt_proxy")}
+    beyond_api = {m for m in ours if not m.startswith("dmt_proxy.api")}
+    # Plain types and errors, and the service: no outbox, worker, auditor or backend.
+    assert beyond_api == {"dmt_proxy.errors", "dmt_proxy.memory.base", "dmt_proxy.memory.service"}
+
+
+def test_audit_never_imports_the_memory_service() -> None:
+    for path in sorted((PACKAGE / "audit").glob("*.py")):
+        assert "dmt_proxy.memory.service" not in _imports(path), path.name
+    for path in sorted((PACKAGE / "memory").glob("*.py")):
+        if path.name != "service.py":
+            assert not any(m.startswith("dmt_proxy.audit") for m in _imports(path)), path.name
+    # The memory package (which audit/ loads) loads neither audit/ nor the service.
+    code = (
+        "import sys, dmt_proxy.memory\n"
+        "assert not [m for m in sys.modules if m.startswith('dmt_proxy.audit')]\n"
+        "import dmt_proxy.audit.worker, dmt_proxy.audit.backfill\n"
+        "assert 'dmt_proxy.memory.service' not in sys.modules\n"
+        "import dmt_proxy.memory.service\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent)
