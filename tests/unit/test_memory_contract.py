@@ -209,8 +209,7 @@ async def test_other_scopes_cannot_touch_a_record(open_backend: Opener) -> None:
     for other in (Scope(user="bob"), Scope(user="alice", session="s2"), Scope(user="Alice")):
         assert await backend.get(other, record.id) is None
         assert (
-            await backend.update(other, record.id, audit_status=AuditStatus.TAGGED, tag=TAG)
-            is None
+            await backend.update(other, record.id, audit_status=AuditStatus.TAGGED, tag=TAG) is None
         )
         assert await backend.delete(other, record.id) is False
     kept = await backend.get(owner, record.id)
