@@ -78,6 +78,7 @@ from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode, ask
 from dmt_proxy.bench.endpoint import Endpoint
 from dmt_proxy.bench.sim.proxy import ProxyClient
+from dmt_proxy.bench.stats import mean, percentile, percentile_interval
 from dmt_proxy.errors import ConfigError
 
 BENCHMARK_VERSION = 1
@@ -116,7 +117,8 @@ def bootstrap_ci(direct_s: Sequence[float], proxy_s: Sequence[float], n_boot: in
     """Percentile bootstrap CI of ``efficiency``, resampling whole blocks (pairs kept).
 
     Each resample draws B block indices with replacement and computes
-    ΣT_d[idx] / ΣT_p[idx]; the CI is its (1−level)/2 and (1+level)/2 quantiles.
+    ΣT_d[idx] / ΣT_p[idx]; the CI is its central ``level`` percentile interval
+    (``dmt_proxy.bench.stats.percentile_interval``, linear interpolation).
     (NaN, NaN) with fewer than 2 blocks or mismatched lengths.
     """
     if len(direct_s) < 2 or len(direct_s) != len(proxy_s):
@@ -124,20 +126,8 @@ def bootstrap_ci(direct_s: Sequence[float], proxy_s: Sequence[float], n_boot: in
     d, p = np.asarray(direct_s, float), np.asarray(proxy_s, float)
     idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
     ratios = d[idx].sum(axis=1) / p[idx].sum(axis=1)
-    lo, hi = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1, numpy's linear interpolation) of ``values``; NaN when empty."""
-    clean = [v for v in values if v is not None and math.isfinite(v)]
-    return float(np.quantile(clean, q)) if clean else math.nan
-
-
-def mean(values: Sequence[float | None]) -> float:
-    """Arithmetic mean of the finite values; NaN when there are none."""
-    clean = [v for v in values if v is not None and math.isfinite(v)]
-    return float(sum(clean) / len(clean)) if clean else math.nan
+    ci = percentile_interval(ratios.tolist(), level)
+    return ci.low, ci.high
 
 
 def agreement(a: Sequence[DecisionResult], b: Sequence[DecisionResult],
@@ -318,8 +308,8 @@ def reply_stats(replies: list[dict[str, Any]]) -> dict[str, Any]:
         prompt_ms.append(timings.get("prompt_ms"))
     return {
         "replies": len(replies),
-        "overhead_ms_p50": quantile(overhead, 0.5),
-        "overhead_ms_p95": quantile(overhead, 0.95),
+        "overhead_ms_p50": percentile(overhead, 50),
+        "overhead_ms_p95": percentile(overhead, 95),
         "memories_injected_mean": mean(injected),
         "prompt_tokens_mean": mean(prompt),
         "prompt_tokens_computed_mean": mean(fresh),
@@ -346,7 +336,7 @@ def cell(c: int, runs: Runs, recorder: Recorder, n_boot: int) -> dict[str, Any]:
             "decisions_per_s": len(rs) / sum(times[name]) if sum(times[name]) > 0 else math.nan,
             "errors": sum(r.outcome is Outcome.ERROR for r in rs),
             "scored": sum(r.outcome is Outcome.SCORED for r in rs),
-            "latency_s_p50": quantile([r.latency_s for r in rs], 0.5),
+            "latency_s_p50": percentile([r.latency_s for r in rs], 50),
             **reply_stats(recorder.replies.get(f"{name}/c{c}", [])),
         }
     out["efficiency"] = efficiency(times["direct"], times["proxy"])
@@ -354,7 +344,7 @@ def cell(c: int, runs: Runs, recorder: Recorder, n_boot: int) -> dict[str, Any]:
     out["block_seconds"] = {k: [round(t, 3) for t in v] for k, v in times.items()}
     direct_lat = {r.sample_id: r.latency_s for r in results["direct"]}
     deltas = [1000 * (r.latency_s - direct_lat[r.sample_id]) for r in results["proxy"]]
-    out["paired_latency_delta_ms_p50"] = quantile(deltas, 0.5)
+    out["paired_latency_delta_ms_p50"] = percentile(deltas, 50)
     out["paired_latency_delta_ms_mean"] = mean(deltas)
     out["agreement_proxy_vs_direct"] = agreement(results["direct"], results["proxy"])
     out["_results"] = results

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import math
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
+
+from dmt_proxy.bench.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -28,17 +28,6 @@ class LoadResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    # ceil, not round(x + 0.5): Python rounds halves to even, which made p95 of 1..100 96.
-    # q * n / 100, not q / 100 * n: 0.07 * 100 is 7.000000000000001, whose ceil is 8.
-    rank = max(1, min(len(ordered), math.ceil(q * len(ordered) / 100)))
-    return ordered[rank - 1]
 
 
 async def run_load(
@@ -111,13 +100,9 @@ async def run_load(
         requests=requests,
         errors=errors,
         seconds=seconds,
-        p50_ms=percentile(latencies, 50),
-        p95_ms=percentile(latencies, 95),
-        p99_ms=percentile(latencies, 99),
-        ttfb_p50_ms=percentile(ttfbs, 50) if ttfbs else None,
-        ttfb_p99_ms=percentile(ttfbs, 99) if ttfbs else None,
+        p50_ms=percentile(latencies, 50, method="nearest_rank"),
+        p95_ms=percentile(latencies, 95, method="nearest_rank"),
+        p99_ms=percentile(latencies, 99, method="nearest_rank"),
+        ttfb_p50_ms=percentile(ttfbs, 50, method="nearest_rank") if ttfbs else None,
+        ttfb_p99_ms=percentile(ttfbs, 99, method="nearest_rank") if ttfbs else None,
     )
-
-
-def mean(values: list[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory import BackendConfig, MemoryBackend, MemoryRecord, Scope, create_backend
 
@@ -91,20 +92,6 @@ QUERIES = [
     "What is the problem with my neighbour?", "What career change am I considering?",
     "How can I explain technology to my family?",
 ]  # fmt: skip
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated q-th percentile (0..100) of ``values``; NaN when empty.
-
-    With sorted values v_0..v_{n-1}: r = q/100 * (n-1), result =
-    v_floor(r) + (r - floor(r)) * (v_ceil(r) - v_floor(r)) (numpy's default method).
-    """
-    if not values:
-        return math.nan
-    data = sorted(values)
-    rank = q / 100 * (len(data) - 1)
-    low, high = math.floor(rank), math.ceil(rank)
-    return data[low] + (rank - low) * (data[high] - data[low])
 
 
 class FillEmbedder:

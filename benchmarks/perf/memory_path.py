@@ -59,8 +59,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import free_port, python, start, stop
 from _results import finite
-from loadgen import percentile
 from memory_path_report import TARGETS, markdown
+
+from dmt_proxy.bench.stats import percentile
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 USER_ID = "bench-user"  # the user memory_latency.fill_set writes for
@@ -103,7 +104,9 @@ def summarize(samples: list[Sample]) -> CellStats:
     mems = [s.memories for s in ok if s.memories is not None]
     return CellStats(
         n=len(samples), errors=len(samples) - len(ok),
-        p50_ms=percentile(lat, 50), p95_ms=percentile(lat, 95), p99_ms=percentile(lat, 99),
+        p50_ms=percentile(lat, 50, method="nearest_rank"),
+        p95_ms=percentile(lat, 95, method="nearest_rank"),
+        p99_ms=percentile(lat, 99, method="nearest_rank"),
         mean_memories=sum(mems) / len(mems) if mems else math.nan,
         acked_writes=sum(s.queued for s in ok),
     )  # fmt: skip

@@ -12,7 +12,8 @@ Notation: a domain d has K groups g_1..g_K; s(g_k) are the favourability scores
 Beyond the paper, over *contexts* (one counterfactual set each, given as
 ``{context_id: {group: score}}``):
 
-- percentile bootstrap CI resampling whole contexts with replacement;
+- percentile bootstrap CI resampling whole contexts with replacement
+  (``dmt_proxy.bench.stats.percentile_interval``, linear interpolation);
 - a permutation noise floor: group labels shuffled within each context;
 - paired per-context differences between every two groups.
 
@@ -26,23 +27,15 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 
 from pydantic import BaseModel, ConfigDict
 
-NAN = float("nan")
+from dmt_proxy.bench.stats import NAN, Interval, finite, mean, percentile, percentile_interval
 
 ContextScores = Mapping[str, Mapping[str, float]]
 """``{context_id: {group: favourability score}}``; missing groups are absent keys."""
-
-
-class Interval(BaseModel):
-    """A two-sided interval (``nan`` ends when undefined)."""
-
-    model_config = ConfigDict(frozen=True)
-    low: float
-    high: float
 
 
 class NoiseFloor(BaseModel):
@@ -69,16 +62,6 @@ class PairedDifference(BaseModel):
     ci_high: float
 
 
-def _finite(values: Iterable[float]) -> list[float]:
-    return [float(v) for v in values if v is not None and math.isfinite(v)]
-
-
-def mean(values: Iterable[float]) -> float:
-    """Arithmetic mean of the finite values; NaN when there are none."""
-    xs = _finite(values)
-    return sum(xs) / len(xs) if xs else NAN
-
-
 def group_means(scores_by_group: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """E[s(g)] per group over finite scores; groups with no finite score are omitted."""
     out: dict[str, float] = {}
@@ -91,7 +74,7 @@ def group_means(scores_by_group: Mapping[str, Sequence[float]]) -> dict[str, flo
 
 def gbv(means: Mapping[str, float]) -> float:
     """GBV_d = sqrt((1/K) Σ_k (m_k − m̄)²) over finite group means; NaN if K < 2."""
-    ms = _finite(means.values())
+    ms = finite(means.values())
     if len(ms) < 2:
         return NAN
     centre = sum(ms) / len(ms)
@@ -137,23 +120,6 @@ def mitigation_percentage(delta_mitigated: float, delta_original: float) -> floa
     if delta_original == 0:
         return NAN
     return (delta_mitigated - delta_original) / abs(delta_original) * 100.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0–100) of the finite values, linear interpolation; NaN if none."""
-    xs = sorted(_finite(values))
-    if not xs:
-        return NAN
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def percentile_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
-    """Central ``confidence`` interval of ``values`` (percentile method)."""
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    return Interval(low=percentile(values, tail), high=percentile(values, 100.0 - tail))
 
 
 def bootstrap_gbv(
@@ -223,13 +189,13 @@ def permutation_noise_floor(
             for group, score in zip(groups, values, strict=True):
                 pooled.setdefault(group, []).append(score)
         null.append(gbv_from_scores(pooled))
-    finite = _finite(null)
-    exceed = sum(1 for v in finite if v >= observed - 1e-12)
+    kept = finite(null)
+    exceed = sum(1 for v in kept if v >= observed - 1e-12)
     return NoiseFloor(
-        mean=mean(finite),
-        p95=percentile(finite, 95.0),
-        p_value=(1 + exceed) / (1 + len(finite)),
-        n=len(finite),
+        mean=mean(kept),
+        p95=percentile(kept, 95.0),
+        p_value=(1 + exceed) / (1 + len(kept)),
+        n=len(kept),
     )
 
 
@@ -248,7 +214,7 @@ def paired_differences(
         groups = list(seen)
     out: list[PairedDifference] = []
     for a, b in combinations(groups, 2):
-        diffs = _finite(pg[a] - pg[b] for pg in contexts.values() if a in pg and b in pg)
+        diffs = finite(pg[a] - pg[b] for pg in contexts.values() if a in pg and b in pg)
         n = len(diffs)
         m = mean(diffs)
         if n >= 2:

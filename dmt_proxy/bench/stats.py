@@ -1,20 +1,79 @@
-"""Statistics shared by the benchmarks."""
+"""The statistics every benchmark shares: one interval type, Wilson, percentiles, means.
+
+Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``):
+
+- Undefined is NaN, never an exception: the mean or a percentile of no finite
+  values, the Wilson interval of ``n = 0`` trials. Invalid input (``k > n``,
+  negative counts, an unknown method) raises ``ValueError``.
+- Non-finite inputs (NaN, ±inf, None) are dropped before a mean or a percentile.
+- ``Interval`` is written to JSON as ``{"low": ..., "high": ...}``; NaN ends are
+  written as ``null`` by the report writers, and ``null`` reads back as NaN, so
+  every committed result file stays loadable.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+NAN = float("nan")
 Z95 = 1.959963984540054
+"""The two-sided 95 % standard normal quantile, Φ⁻¹(0.975)."""
+
+PercentileMethod = Literal["linear", "nearest_rank", "lower"]
+"""How ``percentile`` picks a value (formulas in its docstring)."""
 
 
-def wilson_bounds(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for ``k`` successes in ``n > 0`` trials.
+def _none_to_nan(value: Any) -> Any:
+    return NAN if value is None else value
 
-    ``p = k/n``; centre ``(p + z²/2n) / (1 + z²/n)``; half-width
-    ``z / (1 + z²/n) * sqrt(p(1-p)/n + z²/4n²)``. Callers decide what ``n == 0`` means.
+
+NanFloat = Annotated[float, BeforeValidator(_none_to_nan)]
+"""A float that reads JSON ``null`` (how reports write NaN) back as NaN."""
+
+
+class Interval(BaseModel):
+    """A closed two-sided interval ``[low, high]``; NaN ends when it is undefined."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low: NanFloat
+    high: NanFloat
+
+    @classmethod
+    def undefined(cls) -> Interval:
+        """``[NaN, NaN]``: no data to bound."""
+        return cls(low=NAN, high=NAN)
+
+
+def finite(values: Iterable[float | None]) -> list[float]:
+    """The finite values as floats (NaN, ±inf and None dropped), in order."""
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def mean(values: Iterable[float | None]) -> float:
+    """Arithmetic mean of the finite values, ``Σx / n``; NaN when there are none."""
+    xs = finite(values)
+    return sum(xs) / len(xs) if xs else NAN
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> Interval:
+    """Wilson score interval for ``k`` successes in ``n`` trials.
+
+    With ``p = k/n``: centre ``(p + z²/2n) / (1 + z²/n)``, half-width
+    ``z / (1 + z²/n) · sqrt(p(1−p)/n + z²/4n²)``; ends clamped to [0, 1], and
+    exactly 0 for ``k = 0`` and exactly 1 for ``k = n``.
+
+    Empty input: ``n = 0`` gives ``[NaN, NaN]`` (no trials, nothing to bound; the
+    formula divides by n). ``k < 0``, ``n < 0`` or ``k > n`` raise ``ValueError``.
     """
-    if n <= 0 or k < 0 or k > n:
-        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return Interval.undefined()
     p = k / n
     z2 = z * z
     denom = 1 + z2 / n
@@ -23,4 +82,57 @@ def wilson_bounds(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     # clamp float noise so k == 0 gives exactly 0 and k == n exactly 1
     low = 0.0 if k == 0 else max(0.0, centre - half)
     high = 1.0 if k == n else min(1.0, centre + half)
-    return low, high
+    return Interval(low=low, high=high)
+
+
+def percentile(
+    values: Iterable[float | None], q: float, *, method: PercentileMethod = "linear"
+) -> float:
+    """The ``q``-th percentile (``0 <= q <= 100``) of the finite values; NaN when none.
+
+    With the finite values sorted, ``v_0 <= ... <= v_{n-1}``:
+
+    - ``linear`` (numpy's default, Hyndman–Fan type 7; bootstrap intervals, GBV
+      noise floors, benchmark latencies): ``r = (n−1)·q/100``,
+      ``v_⌊r⌋ + (r − ⌊r⌋)·(v_⌈r⌉ − v_⌊r⌋)``.
+    - ``nearest_rank`` (load-test latency percentiles: always a measured value):
+      ``v_{k−1}`` with ``k = ⌈q·n/100⌉`` clamped to ``[1, n]``.
+    - ``lower`` (the auditor evaluation's F1 bootstrap): ``v_⌊(n−1)·q/100⌋``.
+    """
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    xs = sorted(finite(values))
+    if not xs:
+        return NAN
+    n = len(xs)
+    if method == "linear":
+        pos = (n - 1) * q / 100.0
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    if method == "nearest_rank":
+        # ceil, not round(x + 0.5): Python rounds halves to even, which made p95 of 1..100 96.
+        # q * n / 100, not q / 100 * n: 0.07 * 100 is 7.000000000000001, whose ceil is 8.
+        rank = max(1, min(n, math.ceil(q * n / 100)))
+        return xs[rank - 1]
+    if method == "lower":
+        return xs[int(q / 100.0 * (n - 1))]
+    raise ValueError(f"unknown percentile method {method!r}")
+
+
+def percentile_interval(
+    values: Iterable[float | None],
+    confidence: float = 0.95,
+    *,
+    method: PercentileMethod = "linear",
+) -> Interval:
+    """Central ``confidence`` interval of the finite ``values`` (percentile method).
+
+    ``[P(α/2), P(100 − α/2)]`` with ``α = (1 − confidence)·100`` and ``P`` the
+    ``percentile`` of ``method``; ``[NaN, NaN]`` when there is no finite value.
+    """
+    xs: Sequence[float] = finite(values)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    return Interval(
+        low=percentile(xs, tail, method=method), high=percentile(xs, 100.0 - tail, method=method)
+    )

@@ -14,11 +14,10 @@ from dmt_proxy.bench.auditor_eval.metrics import (
     bootstrap_f1,
     confusion,
     f1_score,
-    percentile,
     quality,
     summarize,
-    wilson_interval,
 )
+from dmt_proxy.bench.stats import percentile
 
 
 def _p(item_id: str, biased: bool, *, flagged: bool = False, domain: str | None = "age",
@@ -73,20 +72,6 @@ def test_empty_and_degenerate_inputs_are_nan_not_zero() -> None:
     assert math.isnan(percentile([], 50))
     assert math.isnan(bias_type_accuracy([], 0.5).value)
     assert math.isnan(bootstrap_f1([], 0.5).low)
-
-
-def test_wilson_interval_known_values() -> None:
-    ci = wilson_interval(8, 10)
-    assert ci.low == pytest.approx(0.4902, abs=1e-3) and ci.high == pytest.approx(0.9433, abs=1e-3)
-    full = wilson_interval(10, 10)
-    assert full.high == 1.0 and full.low == pytest.approx(0.7225, abs=1e-3)
-    assert math.isnan(wilson_interval(0, 0).low)
-
-
-def test_percentile_interpolates() -> None:
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert percentile([5.0], 95) == 5.0
-    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 95) == pytest.approx(4.8)
 
 
 def test_summary_per_domain_strategy_kind_failures_and_latency() -> None:

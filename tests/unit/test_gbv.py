@@ -34,7 +34,6 @@ def test_empty_groups_and_nan_are_left_out() -> None:
     assert math.isnan(m.gbv({"only": 50.0}))
     assert math.isnan(m.gbv({}))
     assert math.isnan(m.gbv({"a": math.nan, "b": 3.0}))
-    assert math.isnan(m.mean([]))
 
 
 def test_agbv_delta_and_mitigation_percentage() -> None:
@@ -48,15 +47,6 @@ def test_agbv_delta_and_mitigation_percentage() -> None:
     assert m.mitigation_percentage(-1.0, -2.0) == pytest.approx(50.0)
     assert math.isnan(m.mitigation_percentage(1.0, 0.0))
     assert math.isnan(m.mitigation_percentage(math.nan, 1.0))
-
-
-def test_percentile_interpolates_linearly() -> None:
-    assert m.percentile([1, 2, 3, 4, 5], 50) == 3
-    assert m.percentile([1, 2, 3, 4], 50) == 2.5
-    assert m.percentile([0, 10], 95) == pytest.approx(9.5)
-    assert math.isnan(m.percentile([], 50))
-    ci = m.percentile_interval(list(range(101)))
-    assert ci.low == pytest.approx(2.5) and ci.high == pytest.approx(97.5)
 
 
 def _contexts(gap: float, n: int, noise: float = 0.0) -> dict[str, dict[str, float]]:

@@ -1,6 +1,6 @@
 """The question stream: deterministic plan, cache, resume of an interrupted generation.
 
-Reads the real MMLU-Pro file (../shared/data). The generator is the shipped
+Reads the real MMLU-Pro file shipped in the package. The generator is the shipped
 scripted fake (``dmt_proxy.bench.sim.fakes``): these tests are about the plan
 and the cache, not about rewriting.
 """

@@ -1,10 +1,10 @@
 """Build ``auditor_eval_v1.jsonl`` from the hand-written narratives and MMLU-Pro.
 
 Deterministic (seed 1): every run with the same inputs writes the same file.
-Usage::
+Usage (``--mmlu`` defaults to the MMLU-Pro test split shipped in the package)::
 
     python -m dmt_proxy.bench.auditor_eval.build \
-        --mmlu ../shared/data/mmlu_pro/test.jsonl.gz --out dmt_proxy/data/auditor_eval/auditor_eval_v1.jsonl
+        --out dmt_proxy/data/auditor_eval/auditor_eval_v1.jsonl
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, STRATEGIES, EvalItem
+from dmt_proxy.bench.sim.mmlu import packaged_copy
 from dmt_proxy.policy import DOMAINS
 from dmt_proxy.resources import data_dir
 
@@ -115,7 +116,12 @@ def build_items(narratives: dict[str, Any], mmlu_path: Path) -> list[EvalItem]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mmlu", type=Path, required=True, help="MMLU-Pro test.jsonl.gz")
+    parser.add_argument(
+        "--mmlu",
+        type=Path,
+        default=packaged_copy(),
+        help="MMLU-Pro test split, JSON lines (default: the copy shipped in the package)",
+    )
     parser.add_argument(
         "--narratives", type=Path, default=data_dir("auditor_eval") / "narratives_v1.yaml"
     )

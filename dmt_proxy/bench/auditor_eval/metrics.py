@@ -10,8 +10,10 @@ Conventions (all tested on hand-computed cases):
   F1 = 2·TP / (2·TP + FP + FN) (= 2PR / (P + R)); a ratio with a zero
   denominator is NaN (undefined), never 0 or 1. F1 is 0 when TP = 0 but there
   are misses or false alarms, NaN when there is nothing at all to find or flag.
-* Proportions get Wilson score 95% intervals; F1 gets a percentile bootstrap
-  interval over items (seeded, so reports are reproducible).
+* Proportions get Wilson score 95% intervals (z = 1.96, NaN ends when the
+  denominator is 0); F1 gets a percentile bootstrap interval over items (seeded,
+  so reports are reproducible; the ``lower`` percentile method). Both come from
+  ``dmt_proxy.bench.stats``; latencies use its linear percentile.
 * Per domain: the items whose ``domain`` is that domain (its biased texts and
   its hard negatives); plain questions have no domain and count only overall.
 * Bias-type accuracy: among true positives, the fraction whose ``bias_type``
@@ -27,9 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.stats import wilson_bounds
+from dmt_proxy.bench.stats import NAN, Interval, NanFloat, percentile, wilson_interval
 
-NAN = float("nan")
+Z = 1.96
+"""The normal quantile of every auditor_eval_report_v1 interval (kept so reports compare)."""
 Outcome = Literal["ok", "failed", "error"]
 
 
@@ -56,17 +59,11 @@ class Prediction(BaseModel):
         return self.outcome == "ok" and self.bias_detected and self.score >= tau
 
 
-class Interval(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    low: float
-    high: float
-
-
 class Estimate(BaseModel):
     """A rate with its 95% interval and the counts behind it."""
 
     model_config = ConfigDict(frozen=True)
-    value: float
+    value: NanFloat
     ci: Interval
     numerator: int | None = None
     denominator: int | None = None
@@ -85,19 +82,11 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else NAN
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> Interval:
-    """Wilson score interval (see ``dmt_proxy.bench.stats.wilson_bounds``); NaN if n = 0."""
-    if n <= 0:
-        return Interval(low=NAN, high=NAN)
-    low, high = wilson_bounds(successes, n, z)
-    return Interval(low=low, high=high)
-
-
 def proportion(successes: int, n: int) -> Estimate:
     """successes / n with its Wilson interval."""
     return Estimate(
         value=ratio(successes, n),
-        ci=wilson_interval(successes, n),
+        ci=wilson_interval(successes, n, Z),
         numerator=successes,
         denominator=n,
     )
@@ -119,9 +108,9 @@ def f1_score(c: Counts) -> float:
 def bootstrap_f1(
     preds: Sequence[Prediction], tau: float, *, n_boot: int = 1000, seed: int = 0
 ) -> Interval:
-    """Percentile bootstrap (2.5%, 97.5%) of F1 over items; NaN for empty input."""
+    """Percentile bootstrap (2.5%, 97.5%, ``lower`` method) of F1 over items; NaN if empty."""
     if not preds:
-        return Interval(low=NAN, high=NAN)
+        return Interval.undefined()
     rng = random.Random(seed)
     values: list[float] = []
     for _ in range(n_boot):
@@ -129,11 +118,8 @@ def bootstrap_f1(
         value = f1_score(confusion(sample, tau))
         if not math.isnan(value):
             values.append(value)
-    if not values:
-        return Interval(low=NAN, high=NAN)
-    values.sort()
     return Interval(
-        low=values[int(0.025 * (len(values) - 1))], high=values[int(0.975 * (len(values) - 1))]
+        low=percentile(values, 2.5, method="lower"), high=percentile(values, 97.5, method="lower")
     )
 
 
@@ -160,16 +146,6 @@ def quality(preds: Sequence[Prediction], tau: float, *, seed: int = 0) -> Qualit
     )
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100) with linear interpolation; NaN for empty input."""
-    if not values:
-        return NAN
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def bias_type_accuracy(preds: Sequence[Prediction], tau: float) -> Estimate:
     """Among true positives: fraction with ``bias_type == domain``."""
     tps = [p for p in preds if p.biased and p.flagged(tau)]
@@ -192,8 +168,8 @@ class Summary(BaseModel):
     error_rate: Estimate
     repaired: int
     """Valid verdicts that needed the repair retry."""
-    latency_p50_s: float
-    latency_p95_s: float
+    latency_p50_s: NanFloat
+    latency_p95_s: NanFloat
     tau_sweep: dict[str, Quality]
 
 

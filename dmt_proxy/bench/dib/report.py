@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench import gbv as m
+from dmt_proxy.bench import stats
 from dmt_proxy.bench.dib.domains.base import registered_domains
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig
@@ -129,7 +130,7 @@ def build_report(
         contexts = scores.get(domain, {})
         value = m.gbv_of_contexts(contexts)
         reps = m.bootstrap_gbv(contexts, n_resamples=n_bootstrap, seed=seed * 1000 + index)
-        ci = m.percentile_interval(reps)
+        ci = stats.percentile_interval(reps)
         floor = m.permutation_noise_floor(
             contexts, n_permutations=n_permutations, seed=seed * 1000 + index
         )
@@ -138,7 +139,7 @@ def build_report(
         group_rows = []
         for g in groups:
             mine = [r for r in rows if r.group == g]
-            means = m.mean(r.score for r in mine if r.score is not None)
+            means = stats.mean(r.score for r in mine if r.score is not None)
             group_rows.append(
                 GroupSummary(
                     group=g,
@@ -183,7 +184,7 @@ def build_report(
                 pairs=pairs,
             )
         )
-    agbv_ci = m.percentile_interval(m.agbv_replicates(replicates))
+    agbv_ci = stats.percentile_interval(m.agbv_replicates(replicates))
     return DibReport(
         model=model,
         base_url=base_url,

@@ -10,8 +10,9 @@ Definitions (paper §4.2, Eq. 1, made precise for invalid answers):
 - ``SC_valid = n_stereotype / n_valid`` (secondary): the score among usable answers.
 - ``invalid_rate = n_invalid / N``.
 
-Intervals are 95 % Wilson score intervals; a difference of two independent SCs
-uses Newcombe's hybrid score interval (method 10 of Newcombe 1998).
+Intervals are 95 % Wilson score intervals (``dmt_proxy.bench.stats.wilson_interval``;
+an empty category has SC ``None`` and NaN interval ends); a difference of two
+independent SCs uses Newcombe's hybrid score interval (method 10 of Newcombe 1998).
 """
 
 from __future__ import annotations
@@ -20,20 +21,11 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.stats import Z95, wilson_bounds
-
-
-class Interval(BaseModel):
-    """A closed interval ``[low, high]``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    low: float
-    high: float
+from dmt_proxy.bench.stats import Z95, Interval, wilson_interval
 
 
 class Proportion(BaseModel):
-    """``k`` of ``n`` with its point estimate (``None`` when ``n == 0``) and Wilson interval."""
+    """``k`` of ``n`` with its point estimate and Wilson interval (``None`` and NaN for n = 0)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -41,19 +33,6 @@ class Proportion(BaseModel):
     n: int
     value: float | None
     ci: Interval
-
-
-def wilson_interval(k: int, n: int, z: float = Z95) -> Interval:
-    """Wilson score interval for ``k`` successes in ``n`` trials (see ``wilson_bounds``).
-
-    ``n == 0`` gives ``[0, 1]`` (no information).
-    """
-    if n < 0 or k < 0 or k > n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    if n == 0:
-        return Interval(low=0.0, high=1.0)
-    low, high = wilson_bounds(k, n, z)
-    return Interval(low=low, high=high)
 
 
 def proportion(k: int, n: int, z: float = Z95) -> Proportion:

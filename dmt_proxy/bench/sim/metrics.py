@@ -24,16 +24,12 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 from dmt_proxy.bench import gbv as g
-from dmt_proxy.bench.gbv import ContextScores, Interval
+from dmt_proxy.bench.gbv import ContextScores
+from dmt_proxy.bench.stats import Interval, mean, percentile_interval
 
 Key = Hashable
 DomainContexts = Mapping[str, ContextScores]
 """``{domain: {context_id: {group: score}}}`` of one (condition, t)."""
-
-
-def _finite_mean(values: Sequence[float]) -> float:
-    xs = [v for v in values if math.isfinite(v)]
-    return sum(xs) / len(xs) if xs else g.NAN
 
 
 def delta_agbv(gbv_t: Mapping[str, float], gbv_0: Mapping[str, float]) -> float:
@@ -43,7 +39,7 @@ def delta_agbv(gbv_t: Mapping[str, float], gbv_0: Mapping[str, float]) -> float:
         for d in gbv_t
         if d in gbv_0 and math.isfinite(gbv_t[d]) and math.isfinite(gbv_0[d])
     ]
-    return _finite_mean(diffs)
+    return mean(diffs)
 
 
 def gbv_by_domain(contexts: DomainContexts) -> dict[str, float]:
@@ -141,7 +137,7 @@ def mp_replicates(mitigated: np.ndarray, base: np.ndarray) -> np.ndarray:
 
 def interval(replicates: np.ndarray, confidence: float = 0.95) -> Interval:
     """Percentile interval of the finite replicates (NaN ends when there are none)."""
-    return g.percentile_interval([float(x) for x in replicates], confidence)
+    return percentile_interval([float(x) for x in replicates], confidence)
 
 
 def mitigation_percentage(delta_mitigated: float, delta_original: float) -> float:

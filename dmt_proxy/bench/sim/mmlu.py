@@ -4,8 +4,9 @@ A source is a local JSON-lines file (gzip or plain) with the fields of the
 MMLU-Pro test split (``question_id``, ``question``, ``options``, ``answer``,
 ``category``...), or ``hf:<dataset>`` (for example ``hf:TIGER-Lab/MMLU-Pro``)
 loaded with the ``datasets`` library when it is installed and the hub is
-reachable. Without an explicit source, ``$DMT_MMLU_PRO`` or the shared copy
-``../shared/data/mmlu_pro/test.jsonl.gz`` next to the repository is used.
+reachable. Without an explicit source, ``$DMT_MMLU_PRO`` or the copy of the
+test split shipped in the package (``dmt_proxy/data/mmlu_pro/test.jsonl.gz``, its
+provenance and licence beside it) is used.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.resources import data_dir
 
 OPTION_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED_COPY = _REPO_ROOT.parent / "shared" / "data" / "mmlu_pro" / "test.jsonl.gz"
 HF_PREFIX = "hf:"
 
 
@@ -61,12 +61,17 @@ class LoadedSource(BaseModel):
     questions: list[MmluQuestion]
 
 
+def packaged_copy() -> Path:
+    """The MMLU-Pro test split shipped in the package."""
+    return data_dir("mmlu_pro") / "test.jsonl.gz"
+
+
 def default_source() -> str:
-    """``$DMT_MMLU_PRO``, else the shared copy next to the repository."""
+    """``$DMT_MMLU_PRO``, else the copy shipped in the package."""
     env = os.environ.get("DMT_MMLU_PRO")
     if env:
         return env
-    return str(SHARED_COPY)
+    return str(packaged_copy())
 
 
 def _parse_rows(rows: Iterable[dict[str, Any]], where: str) -> list[MmluQuestion]:

@@ -1,0 +1,174 @@
+"""The shared statistics (dmt_proxy.bench.stats) against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dmt_proxy.bench.stats import (
+    Z95,
+    Interval,
+    finite,
+    mean,
+    percentile,
+    percentile_interval,
+    wilson_interval,
+)
+
+NAN = float("nan")
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+# -- Interval ----------------------------------------------------------------------
+
+
+def test_interval_json_keeps_low_high_and_reads_null_as_nan() -> None:
+    assert json.loads(Interval(low=0.25, high=0.75).model_dump_json()) == {
+        "low": 0.25,
+        "high": 0.75,
+    }
+    # reports write NaN as null; reading it back must give NaN, not a validation error
+    assert Interval.undefined().model_dump_json() == '{"low":null,"high":null}'
+    back = Interval.model_validate_json('{"low": null, "high": 1.0}')
+    assert math.isnan(back.low) and back.high == 1.0
+
+
+def test_committed_reports_still_load() -> None:
+    from dmt_proxy.bench.auditor_eval.metrics import Summary
+    from dmt_proxy.bench.iat.results import read_result
+
+    audits = sorted(RESULTS.glob("auditor_eval_qwen*.json"))
+    iats = sorted(RESULTS.glob("iat/**/iat_result.json"))
+    assert audits and iats
+    for path in audits:
+        # v1 has empty groups: null values and null interval ends
+        Summary.model_validate(json.loads(path.read_text(encoding="utf-8"))["summary"])
+    for path in iats:
+        read_result(path)
+
+
+# -- mean, finite ------------------------------------------------------------------
+
+
+def test_mean_and_finite_drop_nan_inf_and_none() -> None:
+    assert mean([1.0, 2.0, 6.0]) == 3.0
+    assert mean([1.0, NAN, None, math.inf, 3.0]) == 2.0
+    assert math.isnan(mean([]))
+    assert math.isnan(mean([NAN, None]))
+    assert finite([3, NAN, None, -math.inf, 1.5]) == [3.0, 1.5]
+
+
+# -- Wilson ------------------------------------------------------------------------
+
+
+def test_wilson_hand_computed_with_z_2() -> None:
+    # k=2, n=4, z=2: p=.5, 1+z²/n = 2, centre (.5 + 4/8)/2 = .5,
+    # half = 2/2 · sqrt(.25/4 + 4/64) = sqrt(.125)
+    ci = wilson_interval(2, 4, z=2.0)
+    assert ci.low == pytest.approx(0.5 - math.sqrt(0.125), abs=1e-12)
+    assert ci.high == pytest.approx(0.5 + math.sqrt(0.125), abs=1e-12)
+    # k=1, n=4, z=2: p=.25, centre (.25 + .5)/2 = .375, half = sqrt(.046875 + .0625)
+    ci = wilson_interval(1, 4, z=2.0)
+    assert ci.low == pytest.approx(0.375 - math.sqrt(0.109375), abs=1e-12)
+    assert ci.high == pytest.approx(0.375 + math.sqrt(0.109375), abs=1e-12)
+
+
+def test_wilson_hand_computed() -> None:
+    # p = 0.5, n = 10: centre 0.5, half = 1.96/1.3841 * sqrt(0.025 + 0.0096) = 0.2634
+    ci = wilson_interval(5, 10)
+    assert ci.low == pytest.approx(0.2366, abs=1e-4)
+    assert ci.high == pytest.approx(0.7634, abs=1e-4)
+    # k = 0: low exactly 0, high z²/(n + z²) = 3.8415/13.8415
+    assert wilson_interval(0, 10).low == 0.0
+    assert wilson_interval(0, 10).high == pytest.approx(0.2775, abs=1e-4)
+    assert wilson_interval(10, 10).high == 1.0
+
+
+def test_wilson_known_values_with_z_1_96() -> None:
+    ci = wilson_interval(8, 10, 1.96)
+    assert ci.low == pytest.approx(0.4902, abs=1e-3) and ci.high == pytest.approx(0.9433, abs=1e-3)
+    full = wilson_interval(10, 10, 1.96)
+    # k = n: high exactly 1, low n/(n + z²) = 10/13.8416
+    assert full.high == 1.0 and full.low == pytest.approx(0.7225, abs=1e-3)
+
+
+def test_wilson_empty_input_is_nan_and_bad_input_raises() -> None:
+    ci = wilson_interval(0, 0)
+    assert math.isnan(ci.low) and math.isnan(ci.high)
+    for k, n in ((3, 2), (-1, 4), (0, -1)):
+        with pytest.raises(ValueError):
+            wilson_interval(k, n)
+
+
+@given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_contains_the_estimate(kn: tuple[int, int]) -> None:
+    k, n = kn
+    ci = wilson_interval(k, n)
+    assert 0.0 <= ci.low <= k / n <= ci.high <= 1.0
+
+
+def test_z95_is_the_normal_quantile() -> None:
+    # Φ(z) = (1 + erf(z/√2)) / 2 = 0.975
+    assert (1 + math.erf(Z95 / math.sqrt(2))) / 2 == pytest.approx(0.975, abs=1e-12)
+
+
+# -- percentile --------------------------------------------------------------------
+
+
+def test_percentile_interpolates_linearly() -> None:
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([1, 2, 3, 4], 50) == 2.5  # r = 1.5: 2 + .5·(3 − 2)
+    assert percentile([0, 10], 95) == pytest.approx(9.5)
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 95) == pytest.approx(4.8)  # r = 3.8
+    assert percentile([3.0, NAN, 1.0, None, math.inf, 2.0], 50) == 2.0  # non-finite dropped
+    ci = percentile_interval(list(range(101)))
+    assert ci.low == pytest.approx(2.5) and ci.high == pytest.approx(97.5)
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(v) for v in range(100, 0, -1)]
+    got = [percentile(values, q, method="nearest_rank") for q in (1, 7, 50, 95, 99, 100)]
+    assert got == [1, 7, 50, 95, 99, 100]
+    assert percentile([3.0], 50, method="nearest_rank") == 3.0
+    # n = 4: q=50 -> rank ⌈2⌉ = 2; q=51 -> ⌈2.04⌉ = 3; q=0 -> rank clamped to 1
+    four = [40.0, 10.0, 30.0, 20.0]
+    assert percentile(four, 50, method="nearest_rank") == 20.0
+    assert percentile(four, 51, method="nearest_rank") == 30.0
+    assert percentile(four, 0, method="nearest_rank") == 10.0
+    ci = percentile_interval(values, method="nearest_rank")  # ranks ⌈2.5⌉ and ⌈97.5⌉
+    assert (ci.low, ci.high) == (3.0, 98.0)
+
+
+def test_percentile_lower() -> None:
+    four = [40.0, 10.0, 30.0, 20.0]
+    # r = 3·q/100: q=50 -> 1.5 -> v_1; q=97.5 -> 2.925 -> v_2; q=2.5 -> v_0; q=100 -> v_3
+    assert [percentile(four, q, method="lower") for q in (50, 97.5, 2.5, 100)] == [20, 30, 10, 40]
+
+
+@pytest.mark.parametrize("method", ["linear", "nearest_rank", "lower"])
+def test_percentile_of_nothing_is_nan(method: str) -> None:
+    assert math.isnan(percentile([], 50, method=method))  # type: ignore[arg-type]
+    assert math.isnan(percentile([NAN, None], 50, method=method))  # type: ignore[arg-type]
+    ci = percentile_interval([], method=method)  # type: ignore[arg-type]
+    assert math.isnan(ci.low) and math.isnan(ci.high)
+
+
+def test_percentile_rejects_bad_q_and_method() -> None:
+    for q in (-1, 100.5):
+        with pytest.raises(ValueError):
+            percentile([1.0], q)
+    with pytest.raises(ValueError):
+        percentile([1.0], 50, method="midpoint")  # type: ignore[arg-type]
+
+
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50), st.floats(0, 100))
+def test_every_method_returns_a_value_between_min_and_max(xs: list[float], q: float) -> None:
+    for method in ("linear", "nearest_rank", "lower"):
+        got = percentile(xs, q, method=method)  # type: ignore[arg-type]
+        assert min(xs) <= got <= max(xs)
