@@ -21,7 +21,7 @@ from dmt_proxy.bench.dib.generator import (
 )
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Direction, Sample
 from dmt_proxy.bench.dib.tasks import SALARY_PERCENTILE
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
 
 TABLE_1 = {
     "race": (420, ("White", "Black", "Asian", "Hispanic")),

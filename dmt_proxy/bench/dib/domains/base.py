@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from dmt_proxy.bench.dib.schema import DecisionTask
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
 
 
 @dataclass(frozen=True)
