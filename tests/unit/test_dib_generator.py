@@ -179,7 +179,7 @@ def test_registry_rejects_a_domain_whose_counts_do_not_match() -> None:
         personas = ("p",)
 
     with pytest.raises(ValueError, match="Table 1 says 7"):
-        bias_domain(Broken)
+        bias_domain("broken-test-domain")(Broken)
     assert "broken-test-domain" not in {d.name for d in registered_domains()}
 
 

@@ -15,7 +15,7 @@ import pytest
 from dmt_proxy import domains, tags
 from dmt_proxy.audit.first_stage import PROTOTYPES
 from dmt_proxy.audit.schema import VERDICT_SCHEMA_FILE, verdict_schema, wire_schema
-from dmt_proxy.bench.dib.domains.base import registered_domains
+from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS, registered_domains
 from dmt_proxy.bench.sim.bias_list import load_bias_list
 from dmt_proxy.domains import BIAS_TYPES, DOMAINS, OTHER
 from dmt_proxy.errors import ConfigError
@@ -94,6 +94,7 @@ def test_bias_list_covers_exactly_the_domains_once_each() -> None:
 
 def test_dib_registers_exactly_the_domains_in_table_1_order() -> None:
     assert [d.name for d in registered_domains()] == list(DOMAINS)
+    assert DIB_DOMAINS.names() == sorted(DOMAINS)
 
 
 def test_first_stage_has_prototypes_for_every_bias_type() -> None:
