@@ -1,16 +1,16 @@
 """Every Prometheus collector dmt-proxy exports, on one registry per app instance.
 
 Label sets are bounded on purpose: no user ids, request ids or free-form model
-names. ``model_kind`` is one of local/alias/provider; ``bias_type`` is one of the
-nine DIB domains or ``other``.
+names. ``model_kind`` is one of local/alias/provider; ``bias_type`` is one of
+``dmt_proxy.domains.BIAS_TYPES`` (the nine DIB domains or ``other``).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-_DOMAINS = ("race", "gender", "ses", "age", "nationality", "religion", "orientation",
-            "disability", "appearance")  # fmt: skip
+from dmt_proxy.domains import BIAS_TYPES
+
 _LATENCY_BUCKETS = (
     0.001,
     0.0025,
@@ -98,7 +98,7 @@ class Metrics:
         # already at 1 shows no increase() to Prometheus, so the first tag would be missed.
         for outcome in ("clean", "tagged", "failed", "skipped"):
             self.audits.labels(outcome)
-        for bias_type in (*_DOMAINS, "other"):
+        for bias_type in BIAS_TYPES:
             for action in ("tag", "quarantine", "drop"):
                 self.tags.labels(bias_type, action)
         for decision in ("pass", "skip"):
@@ -106,4 +106,3 @@ class Metrics:
         for kind in ("local", "alias", "provider"):
             for error in ("error", "timeout", "rejected"):
                 self.upstream_errors.labels(kind, error)
-

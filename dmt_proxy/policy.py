@@ -15,21 +15,9 @@ import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir
-
-DOMAINS: tuple[str, ...] = (
-    "race",
-    "gender",
-    "ses",
-    "age",
-    "nationality",
-    "religion",
-    "orientation",
-    "disability",
-    "appearance",
-)
-"""The nine DIB bias domains, in the paper's Table 1 order."""
 
 
 class Mode(str, Enum):
@@ -116,10 +104,16 @@ class Policy(BaseModel):
 
 
 def policy_schema() -> dict[str, Any]:
-    """The JSON schema every policy file must satisfy."""
+    """The JSON schema every policy file must satisfy.
+
+    The bias-type enum (the keys of ``tau_per_domain``/``action_per_domain``) is
+    set from ``dmt_proxy.domains.BIAS_TYPES`` here; the file's copy is for readers
+    and editors, and a test keeps it equal.
+    """
     schema: dict[str, Any] = json.loads(
         (data_dir("policies") / "policy.schema.json").read_text(encoding="utf-8")
     )
+    schema["$defs"]["bias_type"]["enum"] = list(BIAS_TYPES)
     return schema
 
 

@@ -7,14 +7,11 @@ tag without importing ``audit/``.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-BiasType = Literal[
-    "race", "gender", "ses", "age", "nationality", "religion", "orientation",
-    "disability", "appearance", "other",
-]  # fmt: skip
+# Re-exported: the tag's type, derived from the one list of domains.
+from dmt_proxy.domains import BiasType as BiasType
 
 
 class AuditStatus(str, Enum):

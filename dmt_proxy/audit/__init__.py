@@ -2,12 +2,20 @@
 
 ``Auditor`` is the seam (candidate in, verdict out); ``LLMAuditor`` is the real
 one, ``ScriptedAuditor`` the shipped fake; ``AuditVerdict.decide(policy)`` turns a
-verdict into clean / tagged / quarantined / failed. The optional embedding first
-stage lives in ``dmt_proxy.audit.first_stage`` (imported on demand: it needs numpy).
+verdict into clean / tagged / quarantined / failed. Auditors are plugins, built by
+name: ``create_auditor("llm", AuditorConfig(...))`` (``dmt_proxy.audit.registry``).
+The optional embedding first stage lives in ``dmt_proxy.audit.first_stage``
+(imported on demand: it needs numpy).
 """
 
 from dmt_proxy.audit.auditor import Auditor, AuditorCall, AuditorUnavailable, LLMAuditor
 from dmt_proxy.audit.fake import ScriptedAuditor
+from dmt_proxy.audit.registry import (
+    AuditorConfig,
+    create_auditor,
+    known_auditors,
+    register_auditor,
+)
 from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict, VerdictStatus
 
 __all__ = [
@@ -16,8 +24,12 @@ __all__ = [
     "AuditVerdict",
     "Auditor",
     "AuditorCall",
+    "AuditorConfig",
     "AuditorUnavailable",
     "LLMAuditor",
     "ScriptedAuditor",
     "VerdictStatus",
+    "create_auditor",
+    "known_auditors",
+    "register_auditor",
 ]

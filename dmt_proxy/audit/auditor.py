@@ -19,9 +19,10 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
+from dmt_proxy.audit.registry import AuditorConfig, register_auditor
 from dmt_proxy.audit.schema import (
     AuditCandidate,
     AuditVerdict,
@@ -29,7 +30,7 @@ from dmt_proxy.audit.schema import (
     parse_verdict,
     response_format,
 )
-from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
+from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.upstream.base import ChatModel, UpstreamCall, completion_text
@@ -114,8 +115,21 @@ _REPAIR = (
 )
 
 
+@register_auditor("llm")
 class LLMAuditor:
     """Audits with a chat model; counts outcomes, tags and latency when given ``metrics``."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def from_config(cls, config: AuditorConfig) -> LLMAuditor:
+        """The auditor ``config.policy`` describes, calling ``config.chat`` as ``config.call``."""
+        if config.chat is None or config.call is None:
+            raise ConfigError("the llm auditor needs a chat model and the auditor model's call")
+        return cls(
+            config.chat, config.call, prompt_version=config.policy.auditor_prompt,
+            policy=config.policy, metrics=config.metrics,
+        )  # fmt: skip
 
     def __init__(
         self,

@@ -2,21 +2,32 @@
 
 ``ScriptedAuditor`` answers from a list of verdicts (or a function of the
 candidate), records every candidate it receives, and can raise a given error
-(e.g. ``AuditorUnavailable``) to exercise the worker's retry path.
+(e.g. ``AuditorUnavailable``) to exercise the worker's retry path. Registered as
+the ``scripted`` auditor; built by name it answers clean.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
+from dmt_proxy.audit.registry import AuditorConfig, register_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 
 ScriptedVerdict = AuditVerdict | BaseException
 
 
+@register_auditor("scripted")
 class ScriptedAuditor:
     """Returns scripted verdicts in order; the last one repeats once the script runs out."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def from_config(cls, config: AuditorConfig) -> ScriptedAuditor:
+        """An auditor with an empty script: every verdict is clean."""
+        return cls()
 
     def __init__(
         self,

@@ -26,9 +26,10 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
+from dmt_proxy.domains import BIAS_TYPES, BiasType
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.resources import data_dir
-from dmt_proxy.tags import AuditStatus, BiasTag, BiasType
+from dmt_proxy.tags import AuditStatus, BiasTag
 
 VERDICT_SCHEMA_FILE = "auditor_verdict.schema.json"
 VERDICT_SCHEMA_NAME = "auditor_verdict"
@@ -202,9 +203,15 @@ class VerdictInvalid(ValueError):
 
 @lru_cache(maxsize=1)
 def verdict_schema() -> dict[str, Any]:
-    """The verdict JSON schema shipped in ``auditor_prompts/``."""
+    """The verdict JSON schema shipped in ``auditor_prompts/``.
+
+    Its ``bias_type`` enum is set from ``dmt_proxy.domains.BIAS_TYPES`` (plus
+    ``null``) here, so the model is asked for exactly the tag's types; a test keeps
+    the file's copy equal.
+    """
     path = data_dir("auditor_prompts") / VERDICT_SCHEMA_FILE
     schema: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    schema["properties"]["bias_type"]["enum"] = [*BIAS_TYPES, None]
     jsonschema.Draft202012Validator.check_schema(schema)
     return schema
 

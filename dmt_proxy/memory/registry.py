@@ -1,18 +1,17 @@
 """Backend registry: ``@register_backend("name")`` on a class, ``await create_backend(...)``.
 
-Built-in backends are imported lazily (mem0 pulls in torch), so naming one costs
-nothing until it is created. Outside packages register the same way, through the
+``MEMORY_BACKENDS`` is a ``dmt_proxy.plugins.Registry``: built-in backends are
+imported lazily (mem0 pulls in torch), so naming one costs nothing until it is
+created. Outside packages register the same way, through the
 ``dmt_proxy.memory_backends`` entry-point group (``name = "pkg.module"``): the
-module is imported and its decorator registers the class.
+module is imported and its decorator registers the class (see ``dmt_proxy.plugins``).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, TextEmbedder
+from dmt_proxy.plugins import Registry
 from dmt_proxy.upstream.base import ChatModel
 
 ENTRY_POINT_GROUP = "dmt_proxy.memory_backends"
@@ -31,6 +31,7 @@ _BUILTIN: dict[str, str] = {
     "langmem": "dmt_proxy.memory.langmem_backend",
     "letta": "dmt_proxy.memory.letta_backend",
 }
+_MEMORY_EXTRA = "pip install 'dmt-proxy[memory]' torch==2.13.0"
 
 
 class LLMConfig(BaseModel):
@@ -89,51 +90,36 @@ class BackendFactory(Protocol):
     async def open(cls, config: BackendConfig, options: Any) -> MemoryBackend: ...
 
 
-_REGISTRY: dict[str, type[Any]] = {}
+def _check_backend(name: str, cls: Any) -> None:
+    if not (isinstance(cls, type) and hasattr(cls, "Options") and hasattr(cls, "open")):
+        raise TypeError(
+            f"memory backend '{name}' must be a class with an Options model and an async open()"
+        )
+
+
+MEMORY_BACKENDS: Registry[type[Any]] = Registry(
+    "memory backend",
+    group=ENTRY_POINT_GROUP,
+    builtins=_BUILTIN,
+    install_hints={name: _MEMORY_EXTRA for name in ("mem0", "langmem", "letta")},
+    check=_check_backend,
+)
 T = TypeVar("T", bound=type[Any])
 
 
 def register_backend(name: str) -> Callable[[T], T]:
     """Class decorator registering a memory backend under ``name``."""
-
-    def decorate(cls: T) -> T:
-        existing = _REGISTRY.get(name)
-        if existing is not None and existing is not cls:
-            raise ValueError(f"memory backend '{name}' is already registered by {existing!r}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
-
-
-def _plugin_modules() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return MEMORY_BACKENDS.register(name)
 
 
 def known_backends() -> list[str]:
     """Names that ``create_backend`` accepts (built-ins, plugins, registered classes)."""
-    return sorted({*_BUILTIN, *_plugin_modules(), *_REGISTRY})
+    return MEMORY_BACKENDS.names()
 
 
 def backend_class(name: str) -> type[Any]:
     """The registered class for ``name``, importing its module if needed."""
-    if name not in _REGISTRY:
-        module = _BUILTIN.get(name) or _plugin_modules().get(name)
-        if module is None:
-            raise ConfigError(
-                f"unknown memory backend '{name}'; known backends: {', '.join(known_backends())}"
-            )
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(
-                f"memory backend '{name}' needs packages that are not installed ({exc}); "
-                "install the memory extra: pip install 'dmt-proxy[memory]' torch==2.13.0"
-            ) from exc
-        if name not in _REGISTRY:
-            raise ConfigError(f"module {module} did not register memory backend '{name}'")
-    return _REGISTRY[name]
+    return MEMORY_BACKENDS.get(name)
 
 
 async def create_backend(name: str, config: BackendConfig) -> MemoryBackend:

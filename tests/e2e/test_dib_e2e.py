@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
 
 pytestmark = pytest.mark.e2e
 

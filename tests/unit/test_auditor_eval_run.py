@@ -20,8 +20,8 @@ from dmt_proxy.bench.auditor_eval.dataset import STRATEGIES, EvalItem, load_item
 from dmt_proxy.bench.auditor_eval.metrics import summarize
 from dmt_proxy.bench.auditor_eval.report import RunInfo, to_markdown, write_reports
 from dmt_proxy.bench.auditor_eval.runner import run_items
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import DOMAINS
 
 
 @pytest.fixture(scope="module")

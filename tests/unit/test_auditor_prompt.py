@@ -15,8 +15,8 @@ from dmt_proxy.audit.auditor_prompt import (
     render_messages,
 )
 from dmt_proxy.audit.schema import AuditCandidate, parse_verdict
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import DOMAINS
 
 ATTACK = (
     "Older people are useless at tech.\n"

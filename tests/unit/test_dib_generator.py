@@ -21,7 +21,7 @@ from dmt_proxy.bench.dib.generator import (
 )
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Direction, Sample
 from dmt_proxy.bench.dib.tasks import SALARY_PERCENTILE
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
 
 TABLE_1 = {
     "race": (420, ("White", "Black", "Asian", "Hispanic")),
@@ -179,7 +179,7 @@ def test_registry_rejects_a_domain_whose_counts_do_not_match() -> None:
         personas = ("p",)
 
     with pytest.raises(ValueError, match="Table 1 says 7"):
-        bias_domain(Broken)
+        bias_domain("broken-test-domain")(Broken)
     assert "broken-test-domain" not in {d.name for d in registered_domains()}
 
 

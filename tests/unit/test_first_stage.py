@@ -17,10 +17,10 @@ from dmt_proxy.bench.auditor_eval.first_stage_train import (
     fit_logistic,
     item_scores,
 )
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import EMBEDDING_DIMS, LocalEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import DOMAINS
 
 BIASED = (
     "Our release slipped because the new guy is 58 and can't figure out the new tools; "

@@ -1,5 +1,10 @@
 """The MemoryBackend contract, run against every registered backend.
 
+Parametrised over the registry (``known_backends()``: built-ins and entry-point
+plug-ins), so a new backend runs the contract the moment it is registered. How
+each one is opened comes from ``CONFIGS``, keyed by name; a registered backend
+missing there fails every contract test instead of being skipped.
+
 Real pieces throughout: the real local embedder (loaded once per session), real
 mem0 with its on-disk Qdrant store, the langgraph SQLite store, the paging
 SQLite store. The ``memory`` backend is the shipped in-process fake and runs
@@ -31,8 +36,25 @@ from dmt_proxy.memory import (
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
 from dmt_proxy.tags import AuditStatus, BiasTag
 
-BACKENDS = ["memory", "mem0", "langmem", "letta"]
-OPTIONS: dict[str, dict[str, Any]] = {"memory": {"scoring": "keyword"}}
+ConfigFactory = Callable[[Path, LocalEmbedder], BackendConfig]
+
+
+def _plain(options: dict[str, Any] | None = None) -> ConfigFactory:
+    def config(state_dir: Path, embedder: LocalEmbedder) -> BackendConfig:
+        return BackendConfig(state_dir=state_dir, embedder=embedder, options=options or {})
+
+    return config
+
+
+CONFIGS: dict[str, ConfigFactory] = {
+    "memory": _plain({"scoring": "keyword"}),
+    "mem0": _plain(),
+    "langmem": _plain(),
+    "letta": _plain(),
+}
+"""How to open each backend for the contract (add one for every new backend)."""
+
+BACKENDS = known_backends()
 
 TAG = BiasTag(
     bias_type="age", target_group="older workers", tendency="disfavoring older", score=0.8
@@ -60,13 +82,12 @@ async def open_backend(
     request: pytest.FixtureRequest, tmp_path: Path, embedder: LocalEmbedder
 ) -> AsyncIterator[Opener]:
     name: str = request.param
+    if name not in CONFIGS:
+        pytest.fail(f"memory backend '{name}' is registered but has no entry in CONFIGS")
     opened: list[MemoryBackend] = []
 
     async def opener(state_dir: Path = tmp_path) -> MemoryBackend:
-        config = BackendConfig(
-            state_dir=state_dir, embedder=embedder, options=OPTIONS.get(name, {})
-        )
-        backend = await create_backend(name, config)
+        backend = await create_backend(name, CONFIGS[name](state_dir, embedder))
         opened.append(backend)
         return backend
 
@@ -82,8 +103,10 @@ async def _write_facts(backend: MemoryBackend, scope: Scope) -> list[MemoryRecor
     return records
 
 
-def test_every_builtin_is_tested() -> None:
-    assert set(BACKENDS) <= set(known_backends())
+def test_every_registered_backend_has_a_config() -> None:
+    # BACKENDS was read at collection, before any test registered a throwaway backend.
+    assert set(BACKENDS) <= set(CONFIGS), "add the new backend to CONFIGS"
+    assert set(CONFIGS) <= set(known_backends()), "CONFIGS names a backend nobody registers"
 
 
 async def test_relevant_record_first(open_backend: Opener) -> None:
@@ -262,8 +285,10 @@ WRITES = st.lists(st.tuples(USERS, st.sampled_from([f for f, _ in FACTS])), min_
 @pytest.mark.parametrize("name", BACKENDS)
 def test_isolation_property(name: str, tmp_path: Path, embedder: LocalEmbedder) -> None:
     """Interleaved writes by random users: nobody ever reads another user's record."""
+    if name not in CONFIGS:
+        pytest.fail(f"memory backend '{name}' is registered but has no entry in CONFIGS")
     loop = asyncio.new_event_loop()
-    config = BackendConfig(state_dir=tmp_path, embedder=embedder, options=OPTIONS.get(name, {}))
+    config = CONFIGS[name](tmp_path, embedder)
     backend = loop.run_until_complete(create_backend(name, config))
     owner: dict[str, str] = {}
 

@@ -23,8 +23,8 @@ from dmt_proxy.bench.sim.injection import (
     render_messages,
 )
 from dmt_proxy.bench.sim.mmlu import MmluQuestion
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
-from dmt_proxy.policy import DOMAINS
 from dmt_proxy.upstream.base import UpstreamCall
 from dmt_proxy.upstream.fake import ScriptedChatModel
 

@@ -25,8 +25,8 @@ from dmt_proxy.bench.sim.stream import (
     stream_spec,
     summarize,
 )
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import DOMAINS
 from dmt_proxy.upstream.fake import ScriptedChatModel
 
 

@@ -22,7 +22,7 @@ import yaml
 
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, STRATEGIES, EvalItem
 from dmt_proxy.bench.sim.mmlu import packaged_copy
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.resources import data_dir
 
 SEED = 1

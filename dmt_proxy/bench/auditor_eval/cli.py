@@ -68,7 +68,7 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
     from dmt_proxy.bench.auditor_eval.metrics import summarize
     from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
     from dmt_proxy.bench.auditor_eval.runner import run_items
-    from dmt_proxy.policy import DOMAINS
+    from dmt_proxy.domains import DOMAINS
     from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
 
     if args.limit is not None and args.limit < 1:

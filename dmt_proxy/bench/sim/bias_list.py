@@ -8,8 +8,8 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import DOMAINS
 
 DEFAULT_BIAS_LIST = "bias_list_v1"
 

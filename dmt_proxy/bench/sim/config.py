@@ -19,8 +19,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import DOMAINS, Mode
+from dmt_proxy.policy import Mode
 
 SIM_VERSION = "sim-v1"
 """Version of the simulation protocol (stream, loop, metrics); results record it."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dmt_proxy.bench.sim.records import write_atomic
 from dmt_proxy.bench.sim.results import Cell, CompareResults, HeatmapResults
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
 
 REPORT_VERSION = "sim-report-v1"
 LABELS = {"baseline": "No mitigation", "ssp": "SSP", "dmt": "DMT", "ssp+dmt": "SSP+DMT"}

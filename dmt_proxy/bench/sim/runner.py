@@ -64,8 +64,9 @@ from dmt_proxy.bench.sim.stream import (
     stream_spec,
     summarize,
 )
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError, DmtError
-from dmt_proxy.policy import DOMAINS, Mode
+from dmt_proxy.policy import Mode
 from dmt_proxy.upstream.base import ChatModel, UpstreamCall
 
 MANIFEST = "run.json"

@@ -1,1 +1,1 @@
-"""Built-in DIB domains, one module each (discovered by ``registered_domains``)."""
+"""Built-in DIB domains, one module each, named after the domain in ``dmt_proxy.domains``."""

@@ -52,9 +52,8 @@ _GENERATION = {"Gen Z": "Gen Z", "Millennial": "Millennial", "Boomer": "Baby Boo
 _STYLES = ("Age: {age}", "Age: {age} ({generation})", "Year of birth: {year} (age {age})")
 
 
-@bias_domain
+@bias_domain("age")
 class AgeDomain(GridDomain):
-    name = "age"
     groups = ("Gen Z", "Millennial", "Boomer")
     task = EFFICIENCY_SCORE
     table1_count = 360

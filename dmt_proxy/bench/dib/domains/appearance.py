@@ -131,9 +131,8 @@ _STYLES = (
 )
 
 
-@bias_domain
+@bias_domain("appearance")
 class AppearanceDomain(GridDomain):
-    name = "appearance"
     groups = ("Photogenic", "Average", "Unattractive")
     task = BRAND_FIT
     table1_count = 540

@@ -1,7 +1,9 @@
 """The bias-domain seam: a small ``Protocol``, a decorator registry and a template base.
 
-Adding a domain is one new module in this package with one ``@bias_domain``
-class; modules are discovered automatically (built-ins and plug-ins alike).
+Adding a domain is one new module in this package, named after the domain, with
+one ``@bias_domain("<name>")`` class, plus the name in ``dmt_proxy.domains``
+(the built-in modules are read from there). Outside packages register through
+the ``dmt_proxy.dib_domains`` entry-point group (see ``dmt_proxy.plugins``).
 
 A domain builds its contexts combinatorially from component lists (a mixed-radix
 grid), so its context count is exactly the product of the list lengths and its
@@ -11,16 +13,17 @@ counterfactual set: the same scenario and record, one marker per group.
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from dmt_proxy.bench.dib.schema import DecisionTask
-from dmt_proxy.policy import DOMAINS
+from dmt_proxy.domains import DOMAINS
+from dmt_proxy.plugins import Registry
+
+ENTRY_POINT_GROUP = "dmt_proxy.dib_domains"
 
 
 @dataclass(frozen=True)
@@ -122,46 +125,43 @@ class GridDomain:
         raise NotImplementedError
 
 
-_REGISTRY: dict[str, BiasDomain] = {}
-_T = TypeVar("_T")
-
-
-def bias_domain(cls: type[_T]) -> type[_T]:
-    """Class decorator: instantiate and register a domain after checking its counts."""
+def _check_domain(name: str, cls: Any) -> None:
+    """Instantiate ``cls`` and check it against the protocol and its Table 1 count."""
     instance: Any = cls()
     if not isinstance(instance, BiasDomain):
         raise TypeError(f"{cls.__name__} does not implement BiasDomain")
     if len(set(instance.groups)) != len(instance.groups):
-        raise ValueError(f"domain {instance.name}: duplicate groups")
+        raise ValueError(f"domain {name}: duplicate groups")
     count = instance.context_count() * len(instance.groups)
     if count != instance.table1_count:
         raise ValueError(
-            f"domain {instance.name}: {instance.context_count()} contexts × "
+            f"domain {name}: {instance.context_count()} contexts × "
             f"{len(instance.groups)} groups = {count}, Table 1 says {instance.table1_count}"
         )
-    if instance.name in _REGISTRY and type(_REGISTRY[instance.name]) is not cls:
-        raise ValueError(f"domain {instance.name} registered twice")
-    _REGISTRY[instance.name] = instance
-    return cls
 
 
-def _load_builtin_domains() -> None:
-    package = importlib.import_module("dmt_proxy.bench.dib.domains")
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name != "base" and not info.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
+DIB_DOMAINS: Registry[type[Any]] = Registry(
+    "DIB domain",
+    group=ENTRY_POINT_GROUP,
+    builtins={name: f"dmt_proxy.bench.dib.domains.{name}" for name in DOMAINS},
+    check=_check_domain,
+)
+_T = TypeVar("_T")
+
+
+def bias_domain(name: str) -> Callable[[type[_T]], type[_T]]:
+    """Class decorator: check the domain's counts, then register it under ``name``."""
+    return DIB_DOMAINS.register(name)
 
 
 def registered_domains() -> tuple[BiasDomain, ...]:
     """All domains: Table 1 order first, then any extra domains by name."""
-    _load_builtin_domains()
     order = {name: i for i, name in enumerate(DOMAINS)}
-    return tuple(sorted(_REGISTRY.values(), key=lambda d: (order.get(d.name, len(order)), d.name)))
+    names = sorted(DIB_DOMAINS.names(), key=lambda n: (order.get(n, len(order)), n))
+    return tuple(get_domain(name) for name in names)
 
 
 def get_domain(name: str) -> BiasDomain:
-    """The registered domain called ``name``."""
-    for domain in registered_domains():
-        if domain.name == name:
-            return domain
-    raise KeyError(name)
+    """The domain registered as ``name`` (ConfigError naming the known ones if none is)."""
+    domain: BiasDomain = DIB_DOMAINS.get(name)()
+    return domain

@@ -127,9 +127,8 @@ _STYLES = (
 )
 
 
-@bias_domain
+@bias_domain("disability")
 class DisabilityDomain(GridDomain):
-    name = "disability"
     groups = ("None", "Physical", "Neurodivergent")
     task = OPERATIONAL_RISK
     table1_count = 300

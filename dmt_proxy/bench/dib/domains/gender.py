@@ -33,9 +33,8 @@ _STYLES = (
 )
 
 
-@bias_domain
+@bias_domain("gender")
 class GenderDomain(GridDomain):
-    name = "gender"
     groups = ("Male", "Female", "Non-Binary")
     task = SALARY_PERCENTILE
     table1_count = 441

@@ -287,9 +287,8 @@ def pair_for(index: int) -> tuple[Nationality, Nationality]:
     return WESTERN[index % 8], NON_WESTERN[(index + index // 8) % 8]
 
 
-@bias_domain
+@bias_domain("nationality")
 class NationalityDomain(GridDomain):
-    name = "nationality"
     groups = ("Western", "Non-Western")
     task = CSAT_TRUST
     table1_count = 480

@@ -151,9 +151,8 @@ def _two(rng: random.Random, pool_a: tuple[str, ...], pool_b: tuple[str, ...]) -
     return a, b
 
 
-@bias_domain
+@bias_domain("orientation")
 class OrientationDomain(GridDomain):
-    name = "orientation"
     groups = ("Hetero", "Gay", "Lesbian", "Queer")
     task = FAMILY_STABILITY
     table1_count = 500

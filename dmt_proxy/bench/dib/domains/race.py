@@ -63,9 +63,8 @@ _FIELD = (
 )
 
 
-@bias_domain
+@bias_domain("race")
 class RaceDomain(GridDomain):
-    name = "race"
     groups = ("White", "Black", "Asian", "Hispanic")
     task = SALARY_PERCENTILE
     table1_count = 420

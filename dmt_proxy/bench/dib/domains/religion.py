@@ -63,9 +63,8 @@ _RECORDS = tuple(
 )
 
 
-@bias_domain
+@bias_domain("religion")
 class ReligionDomain(GridDomain):
-    name = "religion"
     groups = ("Secular", "Muslim", "Jewish", "Christian")
     task = CULTURAL_FIT
     table1_count = 360

@@ -174,9 +174,8 @@ _ATTRIBUTE = {
 }
 
 
-@bias_domain
+@bias_domain("ses")
 class SesDomain(GridDomain):
-    name = "ses"
     groups = ("High", "Middle", "Low")
     task = CREDIT_TRUST
     table1_count = 375

@@ -1,0 +1,69 @@
+"""Auditor registry: ``@register_auditor("name")`` on a class, ``create_auditor(name, config)``.
+
+Built-ins: ``llm`` (``LLMAuditor``, the one the policy configures: its model,
+prompt version and thresholds come from ``policy.audit``) and ``scripted``
+(``ScriptedAuditor``, the shipped fake, answering clean unless scripted). Outside
+packages register through the ``dmt_proxy.auditors`` entry-point group; see
+``dmt_proxy.plugins``. A registered class provides
+``from_config(config: AuditorConfig) -> Auditor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dmt_proxy.plugins import Registry
+from dmt_proxy.policy import AuditPolicy
+
+if TYPE_CHECKING:
+    from dmt_proxy.audit.auditor import Auditor, AuditorCall
+    from dmt_proxy.metrics import Metrics
+    from dmt_proxy.upstream.base import ChatModel
+
+ENTRY_POINT_GROUP = "dmt_proxy.auditors"
+
+
+@dataclass(frozen=True)
+class AuditorConfig:
+    """What every auditor is built from; each takes the pieces it needs."""
+
+    policy: AuditPolicy = field(default_factory=AuditPolicy)
+    """Thresholds, actions and the auditor prompt version (``policy.audit``)."""
+    chat: ChatModel | None = None
+    """The chat model an LLM-backed auditor calls."""
+    call: AuditorCall | None = None
+    """How to reach the auditor model (resolved from ``policy.audit.auditor_model``)."""
+    metrics: Metrics | None = None
+    """Where the auditor counts its outcomes, if it should (the worker counts them too)."""
+
+
+def _check_auditor(name: str, cls: Any) -> None:
+    if not (isinstance(cls, type) and callable(getattr(cls, "from_config", None))):
+        raise TypeError(f"auditor '{name}' must be a class with a from_config(config) classmethod")
+
+
+AUDITORS: Registry[type[Any]] = Registry(
+    "auditor",
+    group=ENTRY_POINT_GROUP,
+    builtins={"llm": "dmt_proxy.audit.auditor", "scripted": "dmt_proxy.audit.fake"},
+    check=_check_auditor,
+)
+_T = TypeVar("_T", bound=type[Any])
+
+
+def register_auditor(name: str) -> Callable[[_T], _T]:
+    """Class decorator registering an auditor under ``name``."""
+    return AUDITORS.register(name)
+
+
+def known_auditors() -> list[str]:
+    """Names that ``create_auditor`` accepts."""
+    return AUDITORS.names()
+
+
+def create_auditor(name: str, config: AuditorConfig) -> Auditor:
+    """Build auditor ``name`` from ``config``; ConfigError for unknown names or missing pieces."""
+    auditor: Auditor = AUDITORS.get(name).from_config(config)
+    return auditor
