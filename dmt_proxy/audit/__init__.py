@@ -6,7 +6,7 @@ verdict into clean / tagged / quarantined / failed. The optional embedding first
 stage lives in ``dmt_proxy.audit.first_stage`` (imported on demand: it needs numpy).
 """
 
-from dmt_proxy.audit.auditor import Auditor, AuditorCall, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
 from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict, VerdictStatus
 
@@ -15,7 +15,7 @@ __all__ = [
     "AuditDecision",
     "AuditVerdict",
     "Auditor",
-    "AuditorCall",
+    "AuditorOptions",
     "AuditorUnavailable",
     "LLMAuditor",
     "ScriptedAuditor",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dmt_proxy.audit.auditor import AuditorCall, LLMAuditor
+from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.outbox import Outbox
 from dmt_proxy.audit.service import MemoryPipeline
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.memory.base import MemoryBackend
-from dmt_proxy.memory.registry import BackendConfig, LLMConfig, create_backend
+from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
@@ -38,10 +38,11 @@ class MemoryStack:
 
 def build_auditor(policy: Policy, registry: ModelRegistry, chat: ChatModel) -> LLMAuditor:
     """The LLM auditor configured by ``policy.audit`` (its model resolved like any request's)."""
-    route = registry.resolve(policy.audit.auditor_model)
-    call = AuditorCall.from_route(route, timeout_s=policy.audit.timeout_s)
+    endpoint = registry.resolve(policy.audit.auditor_model)
+    endpoint = endpoint.with_limits(timeout_s=policy.audit.timeout_s)
     # Audit metrics are counted by the worker (once per memory, whatever the auditor).
-    return LLMAuditor(chat, call, prompt_version=policy.audit.auditor_prompt, policy=policy.audit)
+    return LLMAuditor(chat, endpoint, prompt_version=policy.audit.auditor_prompt,
+                      policy=policy.audit)  # fmt: skip
 
 
 async def build_memory_stack(
@@ -57,12 +58,7 @@ async def build_memory_stack(
     """Build (not start) the memory stack. ``backend``/``auditor`` override for tests."""
     name = policy.memory.backend
     if backend is None:
-        route = registry.resolve(policy.default_model)
-        llm = LLMConfig(model=route.litellm_model, api_base=route.api_base, api_key=route.api_key)
-        config = BackendConfig(
-            state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
-        )
-        backend = await create_backend(name, config)
+        backend = await open_policy_backend(settings, policy, registry, chat)
     outbox = Outbox(settings.state_dir / "outbox.sqlite3")
     first_stage = None
     if policy.audit.first_stage == "embedding":

@@ -20,9 +20,9 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.memory.registry import (
     BackendConfig,
-    LLMConfig,
     create_backend,
     known_backends,
+    open_policy_backend,
     register_backend,
 )
 
@@ -30,7 +30,6 @@ __all__ = [
     "INTERACTION_FORMAT_V1",
     "AuditState",
     "BackendConfig",
-    "LLMConfig",
     "MemoryBackend",
     "MemoryRecord",
     "MemoryStoreError",
@@ -41,5 +40,6 @@ __all__ = [
     "combine_audit",
     "create_backend",
     "known_backends",
+    "open_policy_backend",
     "register_backend",
 ]
