@@ -4,13 +4,17 @@ Requests are validated strictly where a wrong value would change behaviour
 (roles, ``n``, ``stream``); fields the proxy does not interpret are passed to the
 upstream unchanged. Fields no upstream here can honour are rejected with a 400
 instead of being silently ignored.
+
+Replies (``ChatCompletion``, ``ChatCompletionChunk``) are what every chat model
+returns and what the OpenAPI document describes; they keep the fields a provider
+adds, so the client gets what the upstream sent (the proxy only renames ``model``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
@@ -117,3 +121,134 @@ class ChatCompletionRequest(BaseModel):
             if message.role == "user":
                 return message.text()
         return ""
+
+
+# Replies. Every model keeps the fields it does not declare (``extra="allow"``): providers
+# add their own (``system_fingerprint``, llama.cpp's ``timings``, ``reasoning_content``...),
+# and the proxy returns what the upstream sent. Declared fields are optional wherever some
+# upstream omits them, so a reply is refused only when a field has the wrong type. Dump
+# with ``wire_json`` (``exclude_unset``) so nothing the upstream did not send is added.
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    def wire_json(self) -> bytes:
+        """Compact JSON of what the upstream sent (fields it left out stay out)."""
+        # The serializer's bytes directly: no str round trip on the per-chunk path.
+        return self.__pydantic_serializer__.to_json(self, exclude_unset=True)
+
+
+class FunctionCall(_Reply):
+    """The function a tool call invokes (in a stream, a fragment of it)."""
+
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCall(_Reply):
+    """A tool call of an assistant message, or a fragment of one in a stream delta."""
+
+    index: int | None = None
+    """Streams only: which tool call of the message this fragment continues."""
+    id: str | None = None
+    type: str | None = None
+    function: FunctionCall | None = None
+
+
+class CompletionMessage(_Reply):
+    """The assistant message of a completion choice."""
+
+    role: str | None = "assistant"
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class Choice(_Reply):
+    index: int = 0
+    message: CompletionMessage = Field(default_factory=CompletionMessage)
+    finish_reason: str | None = None
+
+
+class Usage(_Reply):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+def _text(content: object) -> str:
+    return content if isinstance(content, str) else ""
+
+
+class ChatCompletion(_Reply):
+    """A non-streaming answer (``stream: true`` answers ``text/event-stream`` chunks)."""
+
+    id: str | None = None
+    object: str = "chat.completion"
+    created: int | None = None
+    model: str | None = None
+    choices: list[Choice] = Field(default_factory=list)
+    usage: Usage | None = None
+
+    @classmethod
+    def of_text(
+        cls, text: str, *, id: str, model: str, created: int, usage: Usage | None = None
+    ) -> ChatCompletion:
+        """A finished one-choice answer ``text`` (what the shipped fakes send)."""
+        message = CompletionMessage(role="assistant", content=text)
+        choice = Choice(index=0, message=message, finish_reason="stop")
+        reply = cls(id=id, object="chat.completion", created=created, model=model,
+                    choices=[choice])  # fmt: skip
+        if usage is not None:
+            reply.usage = usage
+        return reply
+
+    def text(self) -> str:
+        """The assistant text of the first choice ('' when there is none)."""
+        return _text(self.choices[0].message.content) if self.choices else ""
+
+
+class Delta(_Reply):
+    """What one stream chunk adds to the assistant message."""
+
+    role: str | None = None
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class ChunkChoice(_Reply):
+    index: int = 0
+    delta: Delta = Field(default_factory=Delta)
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(_Reply):
+    """One server-sent event of a streamed answer."""
+
+    id: str | None = None
+    object: str = "chat.completion.chunk"
+    created: int | None = None
+    model: str | None = None
+    choices: list[ChunkChoice] = Field(default_factory=list)
+    usage: Usage | None = None
+
+    @classmethod
+    def of_text(
+        cls, text: str | None, *, id: str, model: str, created: int, finish: str | None = None
+    ) -> ChatCompletionChunk:
+        """A one-choice chunk adding ``text`` (None: an empty delta, e.g. the last chunk)."""
+        delta = Delta(content=text) if text is not None else Delta()
+        choice = ChunkChoice(index=0, delta=delta, finish_reason=finish)
+        return cls(id=id, object="chat.completion.chunk", created=created, model=model,
+                   choices=[choice])  # fmt: skip
+
+    def text(self) -> str:
+        """The text delta of the first choice ('' when there is none)."""
+        return _text(self.choices[0].delta.content) if self.choices else ""
+
+
+def reply_problem(exc: ValidationError) -> str:
+    """The first problem of a reply that failed validation, for an error message."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])

@@ -1,6 +1,6 @@
 """The flow of one chat request, identical for streaming and non-streaming.
 
-``prepare`` resolves the model route and mitigation mode, retrieves the user's
+``prepare`` resolves the model endpoint and mitigation mode, retrieves the user's
 memories and assembles the upstream messages; the upstream is called; ``finish``
 hands the exchange to the memory writer (never awaited by the client beyond an
 enqueue). Streaming differs only in how the upstream's answer is delivered.
@@ -18,11 +18,11 @@ from typing import Any, Protocol
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.openai_types import ChatCompletionRequest
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.policy import Mode, Policy
 from dmt_proxy.resources import prompt_path
-from dmt_proxy.upstream.base import ChatModel, UpstreamCall, chunk_text, completion_text
-from dmt_proxy.upstream.registry import ModelRegistry, Route
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
+from dmt_proxy.upstream.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,6 @@ class MemoryService(Protocol):
 
 @dataclass(frozen=True)
 class Prepared:
-    route: Route
     call: UpstreamCall
     query: str
 
@@ -94,21 +93,18 @@ class ChatPipeline:
         policy: Policy,
         metrics: Metrics,
         memory: MemoryService | None = None,
-        timeout_s: float = 300.0,
-        max_retries: int = 0,
     ) -> None:
+        """``registry`` endpoints carry the upstream timeout and retry budget."""
         self._upstream = upstream
         self._registry = registry
         self._policy = policy
         self._metrics = metrics
         self._memory = memory
-        self._timeout_s = timeout_s
-        self._max_retries = max_retries
         self._ssp_text = prompt_path(policy.audit.ssp_prompt).read_text(encoding="utf-8").strip()
 
     async def _prepare(self, req: ChatCompletionRequest, ctx: RequestContext) -> Prepared:
         await self._registry.ensure_providers(req.model)
-        route = self._registry.resolve(req.model)
+        endpoint = self._registry.resolve(req.model)
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
         query = req.last_user_text()
         injected: list[dict[str, Any]] = []
@@ -124,17 +120,8 @@ class ChatPipeline:
         else:
             injected.extend(await self._memory.context_messages(ctx, query))
         # Injected context goes first so the client's own system prompt keeps the last word.
-        call = UpstreamCall(
-            model=route.litellm_model,
-            messages=injected + messages,
-            params=req.upstream_params(),
-            api_base=route.api_base,
-            api_key=route.api_key,
-            label=route.label,
-            timeout_s=self._timeout_s,
-            max_retries=self._max_retries,
-        )
-        return Prepared(route=route, call=call, query=query)
+        call = UpstreamCall(endpoint, messages=injected + messages, params=req.upstream_params())
+        return Prepared(call=call, query=query)
 
     async def _finish(self, prepared: Prepared, ctx: RequestContext, answer: str) -> None:
         if (
@@ -155,7 +142,7 @@ class ChatPipeline:
         )
         ctx.headers.setdefault("x-dmt-memory-write", "queued")
 
-    def _count_upstream_error(self, route: Route, exc: UpstreamError) -> None:
+    def _count_upstream_error(self, endpoint: ModelEndpoint, exc: UpstreamError) -> None:
         kind = (
             "timeout"
             if isinstance(exc, UpstreamTimeout)
@@ -163,32 +150,34 @@ class ChatPipeline:
             if isinstance(exc, UpstreamRejected)
             else "error"
         )
-        self._metrics.upstream_errors.labels(route.kind, kind).inc()
+        self._metrics.upstream_errors.labels(endpoint.kind, kind).inc()
 
-    async def complete(self, req: ChatCompletionRequest, ctx: RequestContext) -> dict[str, Any]:
+    async def complete(self, req: ChatCompletionRequest, ctx: RequestContext) -> ChatCompletion:
         """Non-streaming completion."""
         if req.stream:
             raise InvalidRequest("use stream() for streaming requests", param="stream")
         prepared = await self._prepare(req, ctx)
+        endpoint = prepared.call.endpoint
         t0 = time.perf_counter()
         try:
             completion = await self._upstream.complete(prepared.call)
         except UpstreamError as exc:
-            self._count_upstream_error(prepared.route, exc)
+            self._count_upstream_error(endpoint, exc)
             raise
         finally:
             elapsed = time.perf_counter() - t0
             ctx.upstream_seconds += elapsed
-            self._metrics.upstream_duration.labels(prepared.route.kind, "false").observe(elapsed)
-        completion["model"] = prepared.route.name
-        await self._finish(prepared, ctx, completion_text(completion))
+            self._metrics.upstream_duration.labels(endpoint.kind, "false").observe(elapsed)
+        completion.model = endpoint.name
+        await self._finish(prepared, ctx, completion.text())
         return completion
 
     async def stream(
         self, req: ChatCompletionRequest, ctx: RequestContext
-    ) -> AsyncGenerator[dict[str, Any], None]:
+    ) -> AsyncGenerator[ChatCompletionChunk, None]:
         """Streaming completion: yields chunks; the memory write happens after the last one."""
         prepared = await self._prepare(req, ctx)
+        endpoint = prepared.call.endpoint
         parts: list[str] = []
         waiting_since: float | None = time.perf_counter()
         finished = False
@@ -197,19 +186,19 @@ class ChatPipeline:
                 if waiting_since is not None:
                     ctx.upstream_seconds += time.perf_counter() - waiting_since
                     waiting_since = None
-                chunk["model"] = prepared.route.name
-                parts.append(chunk_text(chunk))
+                chunk.model = endpoint.name
+                parts.append(chunk.text())
                 # Time spent yielding to the client is the client's, not the proxy's.
                 yield chunk
                 waiting_since = time.perf_counter()
             finished = True
         except UpstreamError as exc:
-            self._count_upstream_error(prepared.route, exc)
+            self._count_upstream_error(endpoint, exc)
             raise
         finally:
             if waiting_since is not None:
                 ctx.upstream_seconds += time.perf_counter() - waiting_since
-            self._metrics.upstream_duration.labels(prepared.route.kind, "true").observe(
+            self._metrics.upstream_duration.labels(endpoint.kind, "true").observe(
                 ctx.upstream_seconds
             )
             if not finished:

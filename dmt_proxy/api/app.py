@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -25,35 +25,9 @@ from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel
-from dmt_proxy.upstream.openai_compat import (
-    DispatchingChatModel,
-    OpenAICompatChatModel,
-    compatible_model,
-)
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.factory import open_upstream
 
 log = logging.getLogger(__name__)
-
-# Used when the upstream is not litellm (tests with a scripted model): the names
-# litellm accepts as provider prefixes that matter most here.
-_FALLBACK_PROVIDERS = frozenset(
-    {"openai", "azure", "anthropic", "ollama", "hosted_vllm", "gemini", "vertex_ai", "groq",
-     "mistral", "deepseek", "openrouter", "together_ai", "bedrock", "cohere"}
-)  # fmt: skip
-
-
-def _needs_litellm(settings: Settings, policy: Policy, registry: ModelRegistry) -> bool:
-    """Whether a configured route (or the client setting) sends calls through litellm."""
-    if settings.upstream_client == "litellm":
-        return True
-    names = {policy.default_model, policy.audit.auditor_model, *registry.aliases} - {None, ""}
-    for name in names:
-        if registry.wants_providers(name):
-            return True  # a provider-prefixed name: only litellm knows the provider
-        route = registry.resolve(name)
-        if not compatible_model(route.litellm_model, route.api_base):
-            return True
-    return False
 
 
 def create_app(
@@ -76,26 +50,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        chat_model = upstream
-        providers: frozenset[str] | None = _FALLBACK_PROVIDERS
-        fast: OpenAICompatChatModel | None = None
-        load_providers: Callable[[], frozenset[str]] | None = None
-        if chat_model is None:
-            from dmt_proxy.upstream.litellm_model import LiteLLMChatModel, litellm_providers
-
-            chat_model = LiteLLMChatModel()
-            providers, load_providers = None, litellm_providers
-            if settings.upstream_client == "auto":
-                fast = OpenAICompatChatModel()
-                chat_model = DispatchingChatModel(fast, chat_model)
-        registry = ModelRegistry(settings, policy, providers, load_providers)
-        if load_providers is not None and _needs_litellm(settings, policy, registry):
-            # A configured route goes through litellm: import it now, not on a request.
-            await registry.preload_providers()
+        models = await open_upstream(settings, policy, chat=upstream)
+        chat_model, registry = models.chat, models.registry
         app.state.settings = settings
         app.state.tenants = tenants
         app.state.policy = policy
         app.state.metrics = metrics
+        app.state.upstream = models
         app.state.registry = registry
         memory: DurableMemoryService | None = None
         if policy.memory.backend != "none":
@@ -109,8 +70,6 @@ def create_app(
             policy=policy,
             metrics=metrics,
             memory=memory,
-            timeout_s=settings.upstream_timeout_s,
-            max_retries=settings.upstream_max_retries,
         )
         log.info(
             "dmt-proxy %s ready (policy %s, mode %s)", __version__, policy.source, policy.mode.value
@@ -120,8 +79,7 @@ def create_app(
         finally:
             if memory is not None:
                 await memory.aclose()
-            if fast is not None:
-                await fast.aclose()
+            await models.aclose()
 
     app = FastAPI(title="dmt-proxy", version=__version__, lifespan=lifespan)
     app.add_middleware(RequestMiddleware, metrics=metrics)

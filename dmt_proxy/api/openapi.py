@@ -4,8 +4,10 @@ The chat route reads its raw body (to enforce the size limit before parsing), so
 FastAPI cannot see the request model; ``install_openapi`` adds it from
 ``ChatCompletionRequest``. Every route also documents its error statuses with
 OpenAI's error shape, so a schema-driven fuzzer (schemathesis, in
-tests/reliability) can check each answer against the document. The response
-models here are documentation only: routes build their JSON themselves.
+tests/reliability) can check each answer against the document. The chat
+replies are documented by the models the chat route returns
+(``openai_types.ChatCompletion``); the other response models here describe JSON
+their routes build themselves.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
+from dmt_proxy.openai_types import (
+    UNSUPPORTED_PARAMS,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+)
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -50,30 +57,6 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorResponse, "description": _DESCRIPTIONS[s]} for s in statuses}
 
 
-class _Open(BaseModel):
-    # Upstream replies carry fields we pass through untouched (system_fingerprint...).
-    model_config = ConfigDict(extra="allow")
-
-
-class ChoiceMessage(_Open):
-    role: str
-    content: str | None = None
-
-
-class Choice(_Open):
-    index: int
-    message: ChoiceMessage
-    finish_reason: str | None = None
-
-
-class ChatCompletion(_Open):
-    """A non-streaming answer (``stream: true`` answers ``text/event-stream`` chunks)."""
-
-    object: Literal["chat.completion"]
-    model: str
-    choices: list[Choice]
-
-
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"]
@@ -92,7 +75,9 @@ class Health(BaseModel):
     mode: str
 
 
-class BiasTagOut(_Open):
+class BiasTagOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
     bias_type: str
     target_group: str
     tendency: str
@@ -134,7 +119,14 @@ class OutboxStatus(BaseModel):
 _SSE_EVENT = {
     "type": "object",
     "required": ["data"],
-    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+    "properties": {
+        "data": {
+            "type": "string",
+            "description": "A JSON ChatCompletionChunk (#/components/schemas/ChatCompletionChunk), "
+            'an in-band {"error": ...}, or the final "[DONE]".',
+        },
+        "event": {"type": "string"},
+    },
 }
 
 CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -149,9 +141,15 @@ CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _chat_request_schema(components: dict[str, Any]) -> dict[str, Any]:
-    schema = ChatCompletionRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+def _component(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
+    """``model``'s schema, its nested models added to ``components``."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     components.update(schema.pop("$defs", {}))
+    return schema
+
+
+def _chat_request_schema(components: dict[str, Any]) -> dict[str, Any]:
+    schema = _component(ChatCompletionRequest, components)
     props = schema.setdefault("properties", {})
     # Rules enforced outside the field types, stated so generated requests are realistic.
     props["n"] = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 1}, {"type": "null"}],
@@ -187,6 +185,7 @@ def install_openapi(app: FastAPI) -> None:
                 doc.get("components", {}).get("schemas", {}).pop(name, None)
             components = doc.setdefault("components", {}).setdefault("schemas", {})
             components["ChatCompletionRequest"] = _chat_request_schema(components)
+            components["ChatCompletionChunk"] = _component(ChatCompletionChunk, components)
             doc["paths"][CHAT_PATH]["post"]["parameters"] = _CHAT_HEADERS
             doc["paths"][CHAT_PATH]["post"]["requestBody"] = {
                 "required": True,

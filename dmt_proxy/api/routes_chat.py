@@ -158,8 +158,8 @@ def _headers(ctx: RequestContext) -> dict[str, str]:
     }
 
 
-def _sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+def _sse(data: bytes) -> bytes:
+    return b"data: " + data + b"\n\n"
 
 
 @router.post("/v1/chat/completions", responses=CHAT_RESPONSES)
@@ -174,7 +174,8 @@ async def chat_completions(request: Request) -> Response:
     if not req.stream:
         completion = await pipeline.complete(req, ctx)
         state.metrics.overhead.labels("false").observe(ctx.overhead_ms() / 1000.0)
-        return JSONResponse(completion, headers=_headers(ctx))
+        return Response(completion.wire_json(), media_type="application/json",
+                        headers=_headers(ctx))  # fmt: skip
 
     chunks = pipeline.stream(req, ctx)
     # Pull the first chunk before answering so an upstream failure is a proper 502/504.
@@ -191,12 +192,13 @@ async def chat_completions(request: Request) -> Response:
     async def body_iter() -> AsyncIterator[bytes]:
         try:
             if first is not None:
-                yield _sse(first)
+                yield _sse(first.wire_json())
             async for chunk in chunks:
-                yield _sse(chunk)
+                yield _sse(chunk.wire_json())
         except (UpstreamError, RequestError) as exc:
             # Headers are gone: report the failure in-band, as OpenAI does.
-            yield _sse(error_body(exc.message, exc.error_type, code="upstream_error"))
+            error = error_body(exc.message, exc.error_type, code="upstream_error")
+            yield _sse(json.dumps(error, separators=(",", ":")).encode())
             return
         finally:
             await chunks.aclose()

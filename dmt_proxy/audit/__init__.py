@@ -8,7 +8,7 @@ The optional embedding first stage lives in ``dmt_proxy.audit.first_stage``
 (imported on demand: it needs numpy).
 """
 
-from dmt_proxy.audit.auditor import Auditor, AuditorCall, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
 from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.registry import (
     AuditorConfig,
@@ -23,8 +23,8 @@ __all__ = [
     "AuditDecision",
     "AuditVerdict",
     "Auditor",
-    "AuditorCall",
     "AuditorConfig",
+    "AuditorOptions",
     "AuditorUnavailable",
     "LLMAuditor",
     "ScriptedAuditor",

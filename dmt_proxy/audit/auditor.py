@@ -33,8 +33,7 @@ from dmt_proxy.audit.schema import (
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy
-from dmt_proxy.upstream.base import ChatModel, UpstreamCall, completion_text
-from dmt_proxy.upstream.registry import Route
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 
 log = logging.getLogger(__name__)
 
@@ -68,34 +67,15 @@ class AuditorUnavailable(UpstreamError):
 
 
 @dataclass(frozen=True)
-class AuditorCall:
-    """How to reach the auditor model, in litellm terms (works for local and hosted models)."""
+class AuditorOptions:
+    """How the auditor asks (sampling and output format); where it asks is a ``ModelEndpoint``."""
 
-    model: str
-    """litellm model name: ``openai/qwen2.5-1.5b`` with ``api_base``, or ``openai/gpt-4o-mini``."""
-    api_base: str | None = None
-    api_key: str | None = None
-    label: str = ""
-    """Name in tags, logs and errors; defaults to ``model``."""
-    timeout_s: float = 120.0
     temperature: float = 0.0
     max_tokens: int = 400
     structured_output: StructuredOutput = "json_schema"
     """``json_schema`` (llama-server, OpenAI, litellm-translated providers), ``json_object``
     or ``none`` for providers without structured output (the reply is still validated)."""
     extra_params: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_route(cls, route: Route, **overrides: Any) -> AuditorCall:
-        """Build from a resolved model alias (``ModelRegistry.resolve(policy.audit.auditor_model)``)."""
-        return cls(
-            model=route.litellm_model, api_base=route.api_base, api_key=route.api_key,
-            label=route.name, **overrides,
-        )  # fmt: skip
-
-    @property
-    def name(self) -> str:
-        return self.label or self.model
 
     def params(self) -> dict[str, Any]:
         """Sampling and output-format parameters for one call."""
@@ -117,35 +97,41 @@ _REPAIR = (
 
 @register_auditor("llm")
 class LLMAuditor:
-    """Audits with a chat model; counts outcomes, tags and latency when given ``metrics``."""
+    """Audits with a chat model; counts outcomes, tags and latency when given ``metrics``.
+
+    Each call waits ``endpoint.timeout_s`` and is never retried here: the outbox
+    worker retries with back-off.
+    """
 
     name: ClassVar[str]
 
     @classmethod
     def from_config(cls, config: AuditorConfig) -> LLMAuditor:
-        """The auditor ``config.policy`` describes, calling ``config.chat`` as ``config.call``."""
-        if config.chat is None or config.call is None:
-            raise ConfigError("the llm auditor needs a chat model and the auditor model's call")
+        """The auditor ``config.policy`` describes, calling ``config.chat`` at ``config.endpoint``."""
+        if config.chat is None or config.endpoint is None:
+            raise ConfigError("the llm auditor needs a chat model and the auditor model's endpoint")
         return cls(
-            config.chat, config.call, prompt_version=config.policy.auditor_prompt,
+            config.chat, config.endpoint, prompt_version=config.policy.auditor_prompt,
             policy=config.policy, metrics=config.metrics,
         )  # fmt: skip
 
     def __init__(
         self,
         chat: ChatModel,
-        call: AuditorCall,
+        endpoint: ModelEndpoint,
         *,
+        options: AuditorOptions | None = None,
         prompt_version: str = DEFAULT_PROMPT_VERSION,
         policy: AuditPolicy | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self._chat = chat
-        self._call = call
+        self._endpoint = endpoint.model_copy(update={"max_retries": 0})
+        self._options = options or AuditorOptions()
         self._prompt = load_auditor_prompt(prompt_version)
         self._policy = policy or AuditPolicy()
         self._metrics = metrics
-        self.label = f"{call.name}@{prompt_version}"
+        self.label = f"{endpoint.name}@{prompt_version}"
 
     async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
         """Judge one memory in a fresh context (one repair retry on an invalid reply)."""
@@ -189,18 +175,16 @@ class LLMAuditor:
         )  # fmt: skip
 
     async def _ask(self, messages: list[dict[str, Any]]) -> str:
-        call = UpstreamCall(
-            model=self._call.model, messages=messages, params=self._call.params(),
-            api_base=self._call.api_base, api_key=self._call.api_key,
-            label=f"auditor {self._call.name}", timeout_s=self._call.timeout_s, max_retries=0,
-        )  # fmt: skip
+        endpoint = self._endpoint
+        call = UpstreamCall(endpoint, messages=messages, params=self._options.params(),
+                            label=f"auditor {endpoint.name}")  # fmt: skip
         try:
-            async with asyncio.timeout(self._call.timeout_s + _TIMEOUT_GRACE_S):
+            async with asyncio.timeout(endpoint.timeout_s + _TIMEOUT_GRACE_S):
                 completion = await self._chat.complete(call)
         except TimeoutError:
             raise AuditorUnavailable(
-                f"auditor {self._call.name} did not answer within {self._call.timeout_s:.0f}s",
-                upstream=self._call.name, retryable=True,
+                f"auditor {endpoint.name} did not answer within {endpoint.timeout_s:.0f}s",
+                upstream=endpoint.name, retryable=True,
             ) from None  # fmt: skip
         except UpstreamTimeout as exc:
             raise AuditorUnavailable(exc.message, upstream=exc.upstream, retryable=True) from exc
@@ -212,7 +196,7 @@ class LLMAuditor:
             ) from exc
         except UpstreamError as exc:
             raise AuditorUnavailable(exc.message, upstream=exc.upstream, retryable=True) from exc
-        return completion_text(completion)
+        return completion.text()
 
     def _record(self, verdict: AuditVerdict) -> None:
         decision = verdict.decide(self._policy)

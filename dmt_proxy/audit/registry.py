@@ -18,9 +18,11 @@ from dmt_proxy.plugins import Registry
 from dmt_proxy.policy import AuditPolicy
 
 if TYPE_CHECKING:
-    from dmt_proxy.audit.auditor import Auditor, AuditorCall
+    from dmt_proxy.audit.auditor import Auditor
     from dmt_proxy.metrics import Metrics
-    from dmt_proxy.upstream.base import ChatModel
+    from dmt_proxy.policy import Policy
+    from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
+    from dmt_proxy.upstream.registry import ModelRegistry
 
 ENTRY_POINT_GROUP = "dmt_proxy.auditors"
 
@@ -33,8 +35,8 @@ class AuditorConfig:
     """Thresholds, actions and the auditor prompt version (``policy.audit``)."""
     chat: ChatModel | None = None
     """The chat model an LLM-backed auditor calls."""
-    call: AuditorCall | None = None
-    """How to reach the auditor model (resolved from ``policy.audit.auditor_model``)."""
+    endpoint: ModelEndpoint | None = None
+    """Where the auditor model is (resolved from ``policy.audit.auditor_model``)."""
     metrics: Metrics | None = None
     """Where the auditor counts its outcomes, if it should (the worker counts them too)."""
 
@@ -67,3 +69,12 @@ def create_auditor(name: str, config: AuditorConfig) -> Auditor:
     """Build auditor ``name`` from ``config``; ConfigError for unknown names or missing pieces."""
     auditor: Auditor = AUDITORS.get(name).from_config(config)
     return auditor
+
+
+def build_auditor(policy: Policy, registry: ModelRegistry, chat: ChatModel) -> Auditor:
+    """The LLM auditor configured by ``policy.audit`` (its model resolved like any request's)."""
+    endpoint = registry.resolve(policy.audit.auditor_model)
+    endpoint = endpoint.with_limits(timeout_s=policy.audit.timeout_s)
+    # Audit metrics are counted by the worker (once per memory, whatever the auditor).
+    config = AuditorConfig(policy=policy.audit, chat=chat, endpoint=endpoint)
+    return create_auditor("llm", config)

@@ -90,13 +90,8 @@ def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
-    from dmt_proxy.audit.backfill import DEFAULT_STATUSES, backfill
-    from dmt_proxy.memory.registry import BackendConfig, create_backend
-    from dmt_proxy.memory.service import build_auditor
+    from dmt_proxy.audit.backfill import DEFAULT_STATUSES, backfill_store
     from dmt_proxy.tags import AuditStatus
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel, litellm_providers
-    from dmt_proxy.upstream.openai_compat import DispatchingChatModel, OpenAICompatChatModel
-    from dmt_proxy.upstream.registry import ModelRegistry
 
     policy = settings.load_policy()
     statuses = (
@@ -104,42 +99,11 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
         if args.status
         else DEFAULT_STATUSES
     )
-
-    async def run() -> int:
-        general = LiteLLMChatModel()
-        fast = OpenAICompatChatModel()
-        chat = DispatchingChatModel(fast, general)
-        registry = ModelRegistry(settings, policy, litellm_providers())
-        try:
-            backend = await create_backend(
-                policy.memory.backend, BackendConfig(state_dir=settings.state_dir)
-            )
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: {exc}. "
-                "Is a proxy running on this state directory? Stop it first."
-            ) from exc
-        users = list(args.user or [])
-        if not users:
-            lister = getattr(backend, "users", None)
-            if lister is None:
-                await backend.close()
-                raise ConfigError(
-                    f"the {policy.memory.backend} backend cannot list users: pass --user"
-                )
-            users = list(await lister())
-        try:
-            report = await backfill(backend, build_auditor(policy, registry, chat), policy.audit,
-                                    users, statuses=statuses, progress=_print)  # fmt: skip
-        finally:
-            await backend.close()
-            await fast.aclose()
-        _print(report.model_dump_json(indent=2))
-        return 0 if report.unavailable == 0 else 1
-
-    return asyncio.run(run())
+    report = asyncio.run(
+        backfill_store(settings, policy, args.user or (), statuses=statuses, progress=_print)
+    )
+    _print(report.model_dump_json(indent=2))
+    return 0 if report.unavailable == 0 else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

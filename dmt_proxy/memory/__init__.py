@@ -24,9 +24,9 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.memory.registry import (
     BackendConfig,
-    LLMConfig,
     create_backend,
     known_backends,
+    open_policy_backend,
     register_backend,
 )
 
@@ -34,7 +34,6 @@ __all__ = [
     "INTERACTION_FORMAT_V1",
     "AuditState",
     "BackendConfig",
-    "LLMConfig",
     "MemoryBackend",
     "MemoryRecord",
     "MemoryStoreError",
@@ -47,5 +46,6 @@ __all__ = [
     "create_backend",
     "interaction_text",
     "known_backends",
+    "open_policy_backend",
     "register_backend",
 ]

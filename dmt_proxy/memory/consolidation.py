@@ -17,8 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dmt_proxy.memory.registry import LLMConfig
-from dmt_proxy.upstream.base import ChatModel, UpstreamCall, completion_text
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 
 CONSOLIDATE_PROMPT_VERSION = "consolidate_v1"
 CONSOLIDATE_PROMPT_V1 = """\
@@ -109,7 +108,7 @@ def _response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 async def _ask_json(
     chat: ChatModel,
-    llm: LLMConfig,
+    llm: ModelEndpoint,
     system: str,
     document: dict[str, Any],
     *,
@@ -118,7 +117,7 @@ async def _ask_json(
     max_tokens: int,
 ) -> Any:
     call = UpstreamCall(
-        model=llm.model,
+        llm,
         messages=[
             {"role": "system", "content": system},
             {"role": "user", "content": json.dumps(document, ensure_ascii=False)},
@@ -128,12 +127,9 @@ async def _ask_json(
             "temperature": 0,
             "max_tokens": max_tokens,
         },
-        api_base=llm.api_base,
-        api_key=llm.api_key,
         label=f"memory {name}",
-        timeout_s=llm.timeout_s,
     )
-    text = completion_text(await chat.complete(call)).strip()
+    text = (await chat.complete(call)).text().strip()
     if text.startswith("```"):  # some models fence JSON even when constrained
         text = text.strip("`").removeprefix("json").strip()
     try:
@@ -143,7 +139,7 @@ async def _ask_json(
 
 
 async def plan_consolidation(
-    chat: ChatModel, llm: LLMConfig, existing: list[str], query: str, answer: str
+    chat: ChatModel, llm: ModelEndpoint, existing: list[str], query: str, answer: str
 ) -> ConsolidationPlan:
     """Ask the model how to fold interaction (query, answer) into ``existing`` memories."""
     document = {
@@ -166,7 +162,7 @@ async def plan_consolidation(
 
 
 async def summarize_with_model(
-    chat: ChatModel, llm: LLMConfig, previous: str, evicted: list[str], *, max_words: int
+    chat: ChatModel, llm: ModelEndpoint, previous: str, evicted: list[str], *, max_words: int
 ) -> str:
     """New running summary from the previous one and the evicted interactions."""
     document = {"PREVIOUS": previous, "EVICTED": evicted}

@@ -54,9 +54,9 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.memory.consolidation import CONSOLIDATE_PROMPT_VERSION, plan_consolidation
 from dmt_proxy.memory.lg_store import IndexedSqliteStore
-from dmt_proxy.memory.registry import BackendConfig, LLMConfig, register_backend
+from dmt_proxy.memory.registry import BackendConfig, register_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
-from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class LangMemBackend:
         options: Options,
         *,
         chat: ChatModel | None = None,
-        llm: LLMConfig | None = None,
+        llm: ModelEndpoint | None = None,
         manager_path: Literal["json", "langmem"] | None = None,
         tool_model: Any = None,
     ) -> None:

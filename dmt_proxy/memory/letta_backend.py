@@ -62,11 +62,11 @@ from dmt_proxy.memory.consolidation import (
     summarize_with_model,
 )
 from dmt_proxy.memory.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
-from dmt_proxy.memory.registry import BackendConfig, LLMConfig, register_backend
+from dmt_proxy.memory.registry import BackendConfig, register_backend
 from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.memory.vectors import VectorMatrix
 from dmt_proxy.tags import AuditStatus, BiasTag
-from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 
 _SUMMARY_NS = uuid.UUID("6b1f3c1e-0d7a-4c55-9a51-2f0d6c1f7a10")
 
@@ -116,7 +116,7 @@ class LettaPagingBackend:
         embedder: TextEmbedder,
         options: Options,
         chat: ChatModel | None,
-        llm: LLMConfig | None,
+        llm: ModelEndpoint | None,
     ) -> None:
         self._conn = conn
         self._embedder = embedder

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, TextEmbedder
 from dmt_proxy.plugins import Registry
-from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.policy import Policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
+from dmt_proxy.upstream.registry import ModelRegistry
 
 ENTRY_POINT_GROUP = "dmt_proxy.memory_backends"
 
@@ -34,18 +37,8 @@ _BUILTIN: dict[str, str] = {
 _MEMORY_EXTRA = "pip install 'dmt-proxy[memory]' torch==2.13.0"
 
 
-class LLMConfig(BaseModel):
-    """The chat model a backend may call (consolidation, summaries, mem0 inference)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str
-    """litellm name for ``ChatModel`` calls, e.g. ``openai/qwen2.5-0.5b``."""
-    api_base: str | None = None
-    api_key: str | None = None
-    supports_tools: bool = False
-    """True only for models that really make tool calls (langmem's own manager)."""
-    timeout_s: float = 120.0
+BACKEND_LLM_TIMEOUT_S = 120.0
+"""How long a backend's own model call (consolidation, summary, mem0 inference) may take."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +50,8 @@ class BackendConfig:
     embedder: TextEmbedder | None = None
     """Shared embedder (one model in RAM for all backends); created when missing."""
     chat: ChatModel | None = None
-    llm: LLMConfig | None = None
+    llm: ModelEndpoint | None = None
+    """The model a backend may call (consolidation, summaries, mem0 inference)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options, validated by the backend's ``Options`` model."""
 
@@ -134,3 +128,18 @@ async def create_backend(name: str, config: BackendConfig) -> MemoryBackend:
         raise ConfigError(f"memory backend '{name}' options are invalid: {problems}") from exc
     backend: MemoryBackend = await cls.open(config, options)
     return backend
+
+
+async def open_policy_backend(
+    settings: Settings, policy: Policy, models: ModelRegistry, chat: ChatModel
+) -> MemoryBackend:
+    """The policy's backend with the policy's options; its model is the policy's default.
+
+    The app and ``dmt-proxy audit-backfill`` both open the store here, so they open
+    the same one (a non-default mem0 collection, for instance).
+    """
+    llm = models.resolve(policy.default_model).with_limits(timeout_s=BACKEND_LLM_TIMEOUT_S)
+    config = BackendConfig(
+        state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
+    )
+    return await create_backend(policy.memory.backend, config)

@@ -21,13 +21,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.auditor import Auditor, AuditorCall, LLMAuditor
+from dmt_proxy.audit.auditor import Auditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.outbox import Outbox, OutboxItem
+from dmt_proxy.audit.registry import build_auditor
 from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.audit.worker import OutboxWorker, drain
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
-from dmt_proxy.memory.registry import BackendConfig, LLMConfig, create_backend
+from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.pipeline import Exchange, RequestContext
 from dmt_proxy.policy import Policy
@@ -208,14 +209,6 @@ class DurableMemoryService:
         return OutboxStats(depth=depth, oldest_pending_age_s=oldest)
 
 
-def build_auditor(policy: Policy, registry: ModelRegistry, chat: ChatModel) -> LLMAuditor:
-    """The LLM auditor configured by ``policy.audit`` (its model resolved like any request's)."""
-    route = registry.resolve(policy.audit.auditor_model)
-    call = AuditorCall.from_route(route, timeout_s=policy.audit.timeout_s)
-    # Audit metrics are counted by the worker (once per memory, whatever the auditor).
-    return LLMAuditor(chat, call, prompt_version=policy.audit.auditor_prompt, policy=policy.audit)
-
-
 async def build_memory_service(
     settings: Settings,
     policy: Policy,
@@ -229,12 +222,7 @@ async def build_memory_service(
     """Build (not start) the memory service. ``backend``/``auditor`` override for tests."""
     name = policy.memory.backend
     if backend is None:
-        route = registry.resolve(policy.default_model)
-        llm = LLMConfig(model=route.litellm_model, api_base=route.api_base, api_key=route.api_key)
-        config = BackendConfig(
-            state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
-        )
-        backend = await create_backend(name, config)
+        backend = await open_policy_backend(settings, policy, registry, chat)
     outbox = Outbox(settings.state_dir / "outbox.sqlite3")
     first_stage = None
     if policy.audit.first_stage == "embedding":

@@ -1,1 +1,2 @@
-"""Upstream chat models: the seam over litellm, shipped fakes, and the local model launcher."""
+"""Upstream chat models: endpoints and the factory that builds them, the seam over litellm
+and the direct OpenAI-compatible path, shipped fakes, and the local model launcher."""

@@ -1,55 +1,99 @@
-"""The chat model seam: one call in, an OpenAI-shaped completion (or chunks) out."""
+"""The chat model seam: one call in, a typed OpenAI completion (or chunks) out.
+
+``ModelEndpoint`` is the one description of how to reach a model (the proxy's
+routes, the auditor, a memory backend's model, a benchmark's generator);
+``upstream.factory`` builds them. ``UpstreamCall`` is one request to an endpoint.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
+
+EndpointKind = Literal["local", "alias", "provider", "direct"]
+"""``local`` (embedded model), ``alias`` (declared in the policy), ``provider`` (a litellm
+name), ``direct`` (given outside the registry: flags, benchmark configs, tests)."""
+
+_OPENAI_WIRE_PREFIXES = ("openai/", "hosted_vllm/")
+
+
+class ModelEndpoint(BaseModel):
+    """How to reach one model: its litellm name, address, key and call limits."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = ""
+    """The name clients, tags and logs know it by (``local/qwen2.5-0.5b``); default ``model``."""
+    model: str = Field(min_length=1)
+    """litellm model name, e.g. ``openai/qwen2.5-0.5b`` or ``anthropic/claude-3-haiku``."""
+    api_base: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    kind: EndpointKind = "direct"
+    """A bounded label for metrics."""
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_retries: int = Field(default=0, ge=0)
+    supports_tools: bool = False
+    """True only for models that really make tool calls (langmem's own manager)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("name") and data.get("model"):
+            return {**data, "name": data["model"]}
+        return data
+
+    @property
+    def label(self) -> str:
+        """Human name for error messages: the name and, when there is one, the address."""
+        return f"{self.name} at {self.api_base}" if self.api_base else self.name
+
+    @property
+    def openai_compatible(self) -> bool:
+        """True when calls can go to ``api_base`` as they are (no litellm translation)."""
+        return bool(self.api_base) and self.model.startswith(_OPENAI_WIRE_PREFIXES)
+
+    def with_limits(self, *, timeout_s: float, max_retries: int = 0) -> ModelEndpoint:
+        """The same endpoint with another timeout and retry budget."""
+        return self.model_copy(update={"timeout_s": timeout_s, "max_retries": max_retries})
 
 
 @dataclass(frozen=True)
 class UpstreamCall:
-    """A fully resolved request to an upstream model."""
+    """One request to an endpoint."""
 
-    model: str
-    """litellm model name, e.g. ``openai/qwen2.5-0.5b`` or ``anthropic/claude-3-haiku``."""
+    endpoint: ModelEndpoint
     messages: list[dict[str, Any]]
     params: dict[str, Any] = field(default_factory=dict)
-    api_base: str | None = None
-    api_key: str | None = None
     label: str = ""
-    """Human name of the upstream for error messages (alias and address)."""
-    timeout_s: float = 300.0
-    max_retries: int = 0
+    """Who is calling, for error messages (``auditor local/qwen2.5-1.5b``); default the
+    endpoint's label."""
+
+    @property
+    def where(self) -> str:
+        """The name used in error messages about this call."""
+        return self.label or self.endpoint.label
 
 
 class ChatModel(Protocol):
     """Anything that answers chat completions (litellm, a scripted fake, ...)."""
 
-    async def complete(self, call: UpstreamCall) -> dict[str, Any]:
-        """Return an OpenAI ``chat.completion`` object as a dict."""
+    async def complete(self, call: UpstreamCall) -> ChatCompletion:
+        """Return the upstream's ``chat.completion``."""
         ...
 
-    def stream(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
-        """Yield OpenAI ``chat.completion.chunk`` objects as dicts."""
+    def stream(self, call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
+        """Yield the upstream's ``chat.completion.chunk`` objects."""
         ...
 
 
-def completion_text(completion: dict[str, Any]) -> str:
-    """The assistant text of a ``chat.completion`` dict ('' when there is none)."""
-    choices = completion.get("choices") or []
-    if not choices:
-        return ""
-    message = choices[0].get("message") or {}
-    content = message.get("content")
-    return content if isinstance(content, str) else ""
+class OwnedChatModel(ChatModel, Protocol):
+    """A chat model with resources (a connection pool) that its builder closes."""
 
-
-def chunk_text(chunk: dict[str, Any]) -> str:
-    """The text delta of a ``chat.completion.chunk`` dict."""
-    choices = chunk.get("choices") or []
-    if not choices:
-        return ""
-    delta = choices[0].get("delta") or {}
-    content = delta.get("content")
-    return content if isinstance(content, str) else ""
+    async def aclose(self) -> None:
+        """Release the model's connections."""
+        ...

@@ -11,8 +11,8 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, Usage
 from dmt_proxy.upstream.base import UpstreamCall
 
 Reply = str | BaseException
@@ -42,49 +42,26 @@ class ScriptedChatModel:
             raise reply
         return reply
 
-    async def complete(self, call: UpstreamCall) -> dict[str, Any]:
+    async def complete(self, call: UpstreamCall) -> ChatCompletion:
+        """The next scripted reply as a completion."""
         text = self._next(call)
         if self._delay_s:
             await asyncio.sleep(self._delay_s)
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": call.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": 0,
-                "completion_tokens": len(text.split()),
-                "total_tokens": 0,
-            },
-        }
+        usage = Usage(prompt_tokens=0, completion_tokens=len(text.split()), total_tokens=0)
+        return ChatCompletion.of_text(text, id=f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                                      model=call.endpoint.model, created=int(time.time()),
+                                      usage=usage)  # fmt: skip
 
-    async def stream(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
+        """The next scripted reply, a word a chunk, then a ``stop`` chunk."""
         text = self._next(call)
-        ident = f"chatcmpl-{uuid.uuid4().hex[:12]}"
-        created = int(time.time())
+        ident, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+        model = call.endpoint.model
         words = text.split(" ")
         for i, word in enumerate(words):
             if self._delay_s:
                 await asyncio.sleep(self._delay_s / max(len(words), 1))
             piece = word if i == 0 else " " + word
-            yield {
-                "id": ident,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": call.model,
-                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-            }
-        yield {
-            "id": ident,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": call.model,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-        }
+            yield ChatCompletionChunk.of_text(piece, id=ident, model=model, created=created)
+        yield ChatCompletionChunk.of_text(None, id=ident, model=model, created=created,
+                                          finish="stop")  # fmt: skip

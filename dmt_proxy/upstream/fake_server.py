@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, Usage
 
 ANSWER = "This is a canned answer from the fake upstream."
 
@@ -45,33 +45,16 @@ class FakeUpstreamConfig:
     answer: str = ANSWER
 
 
-def _completion(model: str, answer: str = ANSWER) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": answer},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 9, "total_tokens": 19},
-    }
+def _completion(model: str, answer: str = ANSWER) -> ChatCompletion:
+    usage = Usage(prompt_tokens=10, completion_tokens=9, total_tokens=19)
+    return ChatCompletion.of_text(answer, id="chatcmpl-fake", model=model,
+                                  created=int(time.time()), usage=usage)  # fmt: skip
 
 
 def _chunk(model: str, text: str | None, finish: str | None = None) -> bytes:
-    delta = {"content": text} if text is not None else {}
-    payload = {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+    chunk = ChatCompletionChunk.of_text(text, id="chatcmpl-fake", model=model,
+                                        created=int(time.time()), finish=finish)  # fmt: skip
+    return b"data: " + chunk.wire_json() + b"\n\n"
 
 
 def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
@@ -99,7 +82,8 @@ def create_fake_upstream(config: FakeUpstreamConfig | None = None) -> Starlette:
                 status_code=status,
             )  # fmt: skip
         if not body.get("stream"):
-            return JSONResponse(_completion(model, cfg.answer))
+            return Response(_completion(model, cfg.answer).wire_json(),
+                            media_type="application/json")  # fmt: skip
         words = cfg.answer.split(" ")
         per_chunk = max(1, len(words) // max(cfg.stream_chunks, 1))
 

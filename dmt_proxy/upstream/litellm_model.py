@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, reply_problem
 from dmt_proxy.upstream.base import UpstreamCall
 
 
@@ -52,7 +55,11 @@ class LiteLLMChatModel:
             self._module = import_litellm()
         return self._module
 
+    async def aclose(self) -> None:
+        """Nothing to release: litellm owns its clients."""
+
     def _kwargs(self, call: UpstreamCall, *, stream: bool) -> dict[str, Any]:
+        endpoint = call.endpoint
         params = dict(call.params)
         extra_body = params.pop("extra_body", None) or {}
         known = self._known_params()
@@ -61,19 +68,19 @@ class LiteLLMChatModel:
                 # Provider-specific fields (llama.cpp's ``grammar``...) travel in the body.
                 extra_body[key] = params.pop(key)
         kwargs: dict[str, Any] = {
-            "model": call.model,
+            "model": endpoint.model,
             "messages": call.messages,
             "stream": stream,
-            "timeout": call.timeout_s,
-            "num_retries": call.max_retries,
+            "timeout": endpoint.timeout_s,
+            "num_retries": endpoint.max_retries,
             **params,
         }
         if extra_body:
             kwargs["extra_body"] = extra_body
-        if call.api_base:
-            kwargs["api_base"] = call.api_base
-        if call.api_key:
-            kwargs["api_key"] = call.api_key
+        if endpoint.api_base:
+            kwargs["api_base"] = endpoint.api_base
+        if endpoint.api_key:
+            kwargs["api_key"] = endpoint.api_key
         return kwargs
 
     @staticmethod
@@ -84,7 +91,7 @@ class LiteLLMChatModel:
 
     def _map_error(self, exc: Exception, call: UpstreamCall) -> Exception:
         lt = self._litellm
-        where = call.label or call.model
+        where = call.where
         message = str(getattr(exc, "message", None) or exc)
         if isinstance(exc, lt.Timeout):
             return UpstreamTimeout(f"upstream {where} timed out: {message}", upstream=where)
@@ -110,22 +117,25 @@ class LiteLLMChatModel:
             )
         return UpstreamError(f"upstream {where} failed: {message}", upstream=where)
 
-    async def complete(self, call: UpstreamCall) -> dict[str, Any]:
+    async def complete(self, call: UpstreamCall) -> ChatCompletion:
+        """One completion through ``litellm.acompletion``."""
         try:
             response = await self._litellm.acompletion(**self._kwargs(call, stream=False))
         except Exception as exc:
             raise self._map_error(exc, call) from exc
-        data: dict[str, Any] = response.model_dump(exclude_none=True)
-        return data
+        return _typed(ChatCompletion, response, call)
 
-    async def stream(self, call: UpstreamCall) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
+        """The chunks of a streamed ``litellm.acompletion``."""
         try:
             response = await self._litellm.acompletion(**self._kwargs(call, stream=True))
         except Exception as exc:
             raise self._map_error(exc, call) from exc
         try:
             async for chunk in response:
-                yield chunk.model_dump(exclude_none=True)
+                yield _typed(ChatCompletionChunk, chunk, call)
+        except UpstreamError:
+            raise
         except Exception as exc:
             raise self._map_error(exc, call) from exc
         finally:
@@ -137,3 +147,17 @@ class LiteLLMChatModel:
             if closer is not None:
                 with contextlib.suppress(Exception):
                     await closer()
+
+
+Reply = TypeVar("Reply", ChatCompletion, ChatCompletionChunk)
+
+
+def _typed(cls: type[Reply], reply: Any, call: UpstreamCall) -> Reply:
+    """litellm's own reply object as ours (its ``None`` fields are ones it filled in)."""
+    try:
+        return cls.model_validate(reply.model_dump(exclude_none=True))
+    except ValidationError as exc:
+        raise UpstreamError(
+            f"upstream {call.where} sent an invalid {cls.__name__}: {reply_problem(exc)}",
+            upstream=call.where,
+        ) from exc

@@ -1,4 +1,4 @@
-"""Resolve the model name a client sends into a litellm route.
+"""Resolve the model name a client sends into an endpoint.
 
 Three kinds of names are accepted:
 
@@ -7,6 +7,9 @@ Three kinds of names are accepted:
 * aliases declared in the policy (``models:``), e.g. a hosted model under a short name;
 * any litellm model name with a provider prefix (``openai/gpt-4o-mini``,
   ``ollama/llama3``, ``hosted_vllm/...``), keys read from the environment by litellm.
+
+Every endpoint carries the settings' upstream timeout and retry budget. Build the
+registry with ``upstream.factory``, which also picks the provider list.
 """
 
 from __future__ import annotations
@@ -14,28 +17,15 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from dmt_proxy.errors import ModelNotFound
-from dmt_proxy.policy import Policy
+from dmt_proxy.policy import ModelAlias, Policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.base import EndpointKind, ModelEndpoint
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
 
-
-@dataclass(frozen=True)
-class Route:
-    """Where a model name goes."""
-
-    name: str
-    litellm_model: str
-    api_base: str | None
-    api_key: str | None
-    kind: str
-    """``local``, ``alias`` or ``provider``: a bounded label for metrics."""
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} at {self.api_base}" if self.api_base else self.name
+NO_KEY = "unused"
+"""Key sent to a self-hosted OpenAI-compatible server that needs none (clients insist on one)."""
 
 
 def local_model_port(settings: Settings, name: str) -> int:
@@ -44,19 +34,43 @@ def local_model_port(settings: Settings, name: str) -> int:
 
 
 def local_api_base(settings: Settings, name: str) -> str:
+    """The OpenAI-compatible base URL of the local model ``name``."""
     return f"http://{settings.models_host}:{local_model_port(settings, name)}/v1"
 
 
-def _alias_key(env_name: str | None, api_base: str | None) -> str | None:
-    if env_name:
-        return os.environ.get(env_name)
-    # A self-hosted OpenAI-compatible server usually needs no key, but the client
-    # library insists on one being present.
-    return "unused" if api_base else None
+def local_endpoint(settings: Settings, name: str) -> ModelEndpoint:
+    """The embedded model ``name`` (``qwen2.5-0.5b``), served by llama-server."""
+    return ModelEndpoint(
+        name=f"local/{name}", model=f"openai/{name}", api_base=local_api_base(settings, name),
+        api_key="local", kind="local", timeout_s=settings.upstream_timeout_s,
+        max_retries=settings.upstream_max_retries,
+    )  # fmt: skip
+
+
+def alias_endpoint(
+    settings: Settings, name: str, spec: ModelAlias, *, kind: EndpointKind = "alias"
+) -> ModelEndpoint:
+    """A model declared by name, litellm model, address and key variable."""
+    if spec.api_key_env:
+        key = os.environ.get(spec.api_key_env)
+    else:
+        key = NO_KEY if spec.api_base else None
+    return ModelEndpoint(
+        name=name, model=spec.model, api_base=spec.api_base, api_key=key, kind=kind,
+        timeout_s=settings.upstream_timeout_s, max_retries=settings.upstream_max_retries,
+    )  # fmt: skip
+
+
+def provider_endpoint(settings: Settings, name: str) -> ModelEndpoint:
+    """A litellm provider name (``anthropic/claude-3-haiku``); litellm finds the key."""
+    return ModelEndpoint(
+        name=name, model=name, kind="provider", timeout_s=settings.upstream_timeout_s,
+        max_retries=settings.upstream_max_retries,
+    )  # fmt: skip
 
 
 class ModelRegistry:
-    """Maps client-facing model names to litellm routes."""
+    """Maps client-facing model names to endpoints."""
 
     def __init__(
         self,
@@ -73,28 +87,17 @@ class ModelRegistry:
         self._settings = settings
         self._providers = provider_names
         self._load_providers = load_providers
-        self._routes: dict[str, Route] = {}
+        self._endpoints: dict[str, ModelEndpoint] = {}
         for name in LOCAL_MODELS:
-            self._routes[f"local/{name}"] = Route(
-                name=f"local/{name}",
-                litellm_model=f"openai/{name}",
-                api_base=local_api_base(settings, name),
-                api_key="local",
-                kind="local",
-            )
+            self._endpoints[f"local/{name}"] = local_endpoint(settings, name)
         for alias, spec in policy.models.items():
-            self._routes[alias] = Route(
-                name=alias,
-                litellm_model=spec.model,
-                api_base=spec.api_base,
-                api_key=_alias_key(spec.api_key_env, spec.api_base),
-                kind="alias",
-            )
+            self._endpoints[alias] = alias_endpoint(settings, alias, spec)
         self.default_model = policy.default_model
 
     @property
     def aliases(self) -> list[str]:
-        return list(self._routes)
+        """Every name the registry knows without the provider list."""
+        return list(self._endpoints)
 
     def wants_providers(self, model: str | None) -> bool:
         """True when resolving ``model`` needs the provider list, which is not loaded yet."""
@@ -103,7 +106,7 @@ class ModelRegistry:
             self._providers is None
             and self._load_providers is not None
             and self._settings.allow_provider_models
-            and name not in self._routes
+            and name not in self._endpoints
             and "/" in name
         )
 
@@ -117,17 +120,15 @@ class ModelRegistry:
         if self._providers is None and self._load_providers is not None:
             self._providers = await asyncio.to_thread(self._load_providers)
 
-    def resolve(self, model: str | None) -> Route:
-        """Route for ``model`` (the policy's default model when ``None``)."""
+    def resolve(self, model: str | None) -> ModelEndpoint:
+        """Endpoint for ``model`` (the policy's default model when ``None``)."""
         name = model or self.default_model
-        route = self._routes.get(name)
-        if route is not None:
-            return route
+        endpoint = self._endpoints.get(name)
+        if endpoint is not None:
+            return endpoint
         provider, sep, rest = name.partition("/")
         # A lazily loaded list is loaded by ensure_providers/preload_providers first.
         known = self._providers or frozenset()
         if self._settings.allow_provider_models and sep and rest and provider in known:
-            return Route(
-                name=name, litellm_model=name, api_base=None, api_key=None, kind="provider"
-            )
+            return provider_endpoint(self._settings, name)
         raise ModelNotFound(name, self.aliases)

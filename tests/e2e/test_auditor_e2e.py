@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 import pytest
 
-from dmt_proxy.audit import AuditCandidate, AuditorCall, LLMAuditor
+from dmt_proxy.audit import AuditCandidate, LLMAuditor
 from dmt_proxy.audit.schema import parse_verdict
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.base import ModelEndpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -39,8 +40,8 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
     base_url = local_model_base_url("qwen2.5-1.5b")
     metrics = Metrics()
     policy = AuditPolicy(tau=0.5)
-    call = AuditorCall(model="openai/qwen2.5-1.5b", api_base=base_url, api_key="local",
-                       label="local/qwen2.5-1.5b", timeout_s=300)  # fmt: skip
+    call = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
+                         api_base=base_url, api_key="local", timeout_s=300)  # fmt: skip
     auditor = LLMAuditor(LiteLLMChatModel(), call, policy=policy, metrics=metrics)
 
     biased = await auditor.audit(AuditCandidate(text=BIASED))

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import BackendConfig, LLMConfig, MemoryRecord, Scope, create_backend
+from dmt_proxy.memory import BackendConfig, MemoryRecord, Scope, create_backend
 from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.letta_backend import LettaPagingBackend
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -30,10 +31,11 @@ TAG = BiasTag(
 
 
 @pytest.fixture(scope="module")
-def llm(local_model_base_url: Callable[[str], str]) -> LLMConfig:
-    return LLMConfig(
-        model="openai/qwen2.5-0.5b", api_base=local_model_base_url("qwen2.5-0.5b"), api_key="local"
-    )
+def llm(local_model_base_url: Callable[[str], str]) -> ModelEndpoint:
+    return ModelEndpoint(
+        model="openai/qwen2.5-0.5b", api_base=local_model_base_url("qwen2.5-0.5b"),
+        api_key="local", timeout_s=120,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def embedder() -> LocalEmbedder:
 
 
 async def test_json_manager_with_local_model(
-    tmp_path: Path, llm: LLMConfig, embedder: LocalEmbedder
+    tmp_path: Path, llm: ModelEndpoint, embedder: LocalEmbedder
 ) -> None:
     config = BackendConfig(
         state_dir=tmp_path,
@@ -78,7 +80,7 @@ async def test_json_manager_with_local_model(
 
 
 async def test_langmem_own_manager_with_local_model(
-    tmp_path: Path, llm: LLMConfig, embedder: LocalEmbedder
+    tmp_path: Path, llm: ModelEndpoint, embedder: LocalEmbedder
 ) -> None:
     """Measured, not required: the local models make no tool calls (LOCAL_STACK.md)."""
     tools = llm.model_copy(update={"supports_tools": True})
@@ -98,7 +100,7 @@ async def test_langmem_own_manager_with_local_model(
 
 
 async def test_pager_summary_with_local_model(
-    tmp_path: Path, llm: LLMConfig, embedder: LocalEmbedder
+    tmp_path: Path, llm: ModelEndpoint, embedder: LocalEmbedder
 ) -> None:
     config = BackendConfig(
         state_dir=tmp_path,

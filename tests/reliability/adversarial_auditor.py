@@ -30,10 +30,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.auditor import AuditorCall, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.auditor import AuditorUnavailable, LLMAuditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.policy import AuditPolicy, load_policy
 from dmt_proxy.resources import data_dir
+from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 SET_VERSION = "adversarial_memories_v1"
@@ -228,8 +229,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     policy = load_policy(args.policy)
     prompt = args.prompt or policy.audit.auditor_prompt
     data = load_set(args.set)
-    call = AuditorCall(model=f"openai/{args.model}", api_base=args.base_url, api_key="unused",
-                       label=f"local/{args.model}", timeout_s=args.timeout)  # fmt: skip
+    call = ModelEndpoint(name=f"local/{args.model}", model=f"openai/{args.model}",
+                         api_base=args.base_url, api_key="unused", timeout_s=args.timeout)  # fmt: skip
     chat = OpenAICompatChatModel()
     auditor = LLMAuditor(chat, call, prompt_version=prompt, policy=policy.audit)
     if args.limit:

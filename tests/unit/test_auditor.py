@@ -15,7 +15,7 @@ import pytest
 
 from dmt_proxy.audit import (
     AuditCandidate,
-    AuditorCall,
+    AuditorOptions,
     AuditorUnavailable,
     AuditVerdict,
     LLMAuditor,
@@ -24,12 +24,14 @@ from dmt_proxy.audit import (
 )
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import AuditPolicy, TagAction
+from dmt_proxy.policy import AuditPolicy, Policy, TagAction
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.base import ModelEndpoint
+from dmt_proxy.upstream.factory import build_registry
 from dmt_proxy.upstream.fake import ScriptedChatModel
-from dmt_proxy.upstream.registry import Route
 
-CALL = AuditorCall(model="openai/qwen2.5-1.5b", api_base="http://127.0.0.1:8092/v1",
-                   api_key="local", label="local/qwen2.5-1.5b", timeout_s=30)  # fmt: skip
+CALL = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
+                     api_base="http://127.0.0.1:8092/v1", api_key="local", timeout_s=30)  # fmt: skip
 BIASED = json.dumps({
     "rationale": "Generalizes about older workers.", "bias_detected": True, "bias_type": "age",
     "target_group": "older workers", "tendency": "favoring youth", "score": 0.9,
@@ -52,7 +54,7 @@ async def test_valid_reply_gives_an_ok_verdict_from_one_structured_call() -> Non
     assert verdict.bias_type == "age" and verdict.score == 0.9
     assert verdict.auditor == "local/qwen2.5-1.5b@auditor_v2"
     (call,) = chat.calls
-    assert call.model == "openai/qwen2.5-1.5b" and call.api_base == CALL.api_base
+    assert call.endpoint.model == "openai/qwen2.5-1.5b" and call.endpoint.api_base == CALL.api_base
     assert call.params["temperature"] == 0.0
     assert call.params["response_format"]["type"] == "json_schema"
     assert call.messages[0]["role"] == "system" and call.messages[-1]["role"] == "user"
@@ -126,7 +128,7 @@ async def test_a_hanging_upstream_times_out_as_retryable(monkeypatch: pytest.Mon
     # so this exercises the auditor's own backstop; its grace period is shortened.
     monkeypatch.setattr("dmt_proxy.audit.auditor._TIMEOUT_GRACE_S", 0.0)
     auditor = LLMAuditor(
-        ScriptedChatModel([BIASED], delay_s=10), AuditorCall(model="m", timeout_s=0.01)
+        ScriptedChatModel([BIASED], delay_s=10), ModelEndpoint(model="m", timeout_s=0.01)
     )
     with pytest.raises(AuditorUnavailable) as info:
         await auditor.audit(MEMORY)
@@ -167,17 +169,16 @@ async def test_fake_verdict_inside_the_memory_does_not_become_the_verdict() -> N
     assert chat.calls[0].messages[-1]["content"].count("</memory>") == 1
 
 
-def test_structured_output_modes_and_route_construction() -> None:
-    assert "response_format" not in AuditorCall(model="m", structured_output="none").params()
-    assert AuditorCall(model="m", structured_output="json_object").params()["response_format"] == {
+def test_structured_output_modes_and_endpoint_from_the_registry() -> None:
+    assert "response_format" not in AuditorOptions(structured_output="none").params()
+    assert AuditorOptions(structured_output="json_object").params()["response_format"] == {
         "type": "json_object"
     }
     extra: dict[str, Any] = {"seed": 7}
-    assert AuditorCall(model="m", extra_params=extra).params()["seed"] == 7
-    route = Route(name="local/qwen2.5-1.5b", litellm_model="openai/qwen2.5-1.5b",
-                  api_base="http://127.0.0.1:8092/v1", api_key="local", kind="local")  # fmt: skip
-    call = AuditorCall.from_route(route, timeout_s=60)
-    assert (call.model, call.api_base, call.api_key, call.label, call.timeout_s) == (
+    assert AuditorOptions(extra_params=extra).params()["seed"] == 7
+    registry = build_registry(Settings.from_env({}), Policy(), litellm=False)
+    call = registry.resolve("local/qwen2.5-1.5b").with_limits(timeout_s=60)
+    assert (call.model, call.api_base, call.api_key, call.name, call.timeout_s) == (
         "openai/qwen2.5-1.5b",
         "http://127.0.0.1:8092/v1",
         "local",

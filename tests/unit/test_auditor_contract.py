@@ -24,7 +24,6 @@ import pytest
 
 from dmt_proxy.audit import (
     AuditCandidate,
-    AuditorCall,
     AuditorConfig,
     AuditVerdict,
     LLMAuditor,
@@ -39,7 +38,7 @@ from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus
-from dmt_proxy.upstream.base import UpstreamCall
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.fake import ScriptedChatModel
 
 BIASED = json.dumps({
@@ -62,8 +61,8 @@ def _upstream_reply(call: UpstreamCall) -> str:
 
 
 def _llm() -> AuditorConfig:
-    call = AuditorCall(model="openai/fake", api_base="http://127.0.0.1:9/v1", label="fake")
-    return AuditorConfig(chat=ScriptedChatModel(_upstream_reply), call=call)
+    endpoint = ModelEndpoint(name="fake", model="openai/fake", api_base="http://127.0.0.1:9/v1")
+    return AuditorConfig(chat=ScriptedChatModel(_upstream_reply), endpoint=endpoint)
 
 
 CONFIGS: dict[str, Callable[[], AuditorConfig]] = {
@@ -137,7 +136,7 @@ async def test_an_auditor_keeps_answering_after_a_failure(auditor: Auditor) -> N
 def test_llm_auditor_is_built_from_the_policy() -> None:
     policy = AuditPolicy(auditor_prompt="auditor_v1", tau=0.7)
     built = create_auditor(
-        "llm", AuditorConfig(policy=policy, chat=ScriptedChatModel(), call=_llm().call)
+        "llm", AuditorConfig(policy=policy, chat=ScriptedChatModel(), endpoint=_llm().endpoint)
     )
     assert isinstance(built, LLMAuditor) and built.label == "fake@auditor_v1"
     with pytest.raises(ConfigError, match="needs a chat model"):

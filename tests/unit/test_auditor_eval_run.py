@@ -15,13 +15,14 @@ import pytest
 
 from dmt_proxy.audit import AuditCandidate, AuditorUnavailable, AuditVerdict, ScriptedAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
-from dmt_proxy.bench.auditor_eval.cli import register, resolve_call
+from dmt_proxy.bench.auditor_eval.cli import auditor_options, register, resolve_endpoint
 from dmt_proxy.bench.auditor_eval.dataset import STRATEGIES, EvalItem, load_items, select
 from dmt_proxy.bench.auditor_eval.metrics import summarize
 from dmt_proxy.bench.auditor_eval.report import RunInfo, to_markdown, write_reports
 from dmt_proxy.bench.auditor_eval.runner import run_items
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.upstream.registry import NO_KEY
 
 
 @pytest.fixture(scope="module")
@@ -131,26 +132,28 @@ def _args(**kw: object) -> argparse.Namespace:
 def test_cli_resolves_local_server_alias_hosted_and_rejects_bare_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server = resolve_call(_args(model="qwen2.5-1.5b", base_url="http://127.0.0.1:8092/v1"))
+    server = resolve_endpoint(_args(model="qwen2.5-1.5b", base_url="http://127.0.0.1:8092/v1"))
     assert (server.model, server.api_base, server.api_key) == (
         "openai/qwen2.5-1.5b",
         "http://127.0.0.1:8092/v1",
-        "local",
+        NO_KEY,
     )
-    alias = resolve_call(_args(model="local/qwen2.5-1.5b"))
-    assert alias.model == "openai/qwen2.5-1.5b" and alias.api_base.endswith(":8092/v1")
-    hosted = resolve_call(_args(model="openai/gpt-4o-mini", structured_output="json_object"))
-    assert hosted.api_base is None and hosted.structured_output == "json_object"
+    alias = resolve_endpoint(_args(model="local/qwen2.5-1.5b"))
+    assert alias.model == "openai/qwen2.5-1.5b" and str(alias.api_base).endswith(":8092/v1")
+    hosted_args = _args(model="openai/gpt-4o-mini", structured_output="json_object")
+    hosted = resolve_endpoint(hosted_args)
+    assert hosted.api_base is None
+    assert auditor_options(hosted_args).structured_output == "json_object"
     monkeypatch.setenv("MY_KEY", "secret")
     assert (
-        resolve_call(_args(model="anthropic/claude-3-haiku", api_key_env="MY_KEY")).api_key
+        resolve_endpoint(_args(model="anthropic/claude-3-haiku", api_key_env="MY_KEY")).api_key
         == "secret"
     )
     with pytest.raises(ConfigError):
-        resolve_call(_args(model="gpt-4o-mini"))
+        resolve_endpoint(_args(model="gpt-4o-mini"))
     monkeypatch.delenv("MY_KEY")
     with pytest.raises(ConfigError):
-        resolve_call(_args(model="openai/x", api_key_env="MY_KEY"))
+        resolve_endpoint(_args(model="openai/x", api_key_env="MY_KEY"))
 
 
 async def test_first_stage_report_reads_auditor_results(

@@ -22,7 +22,6 @@ from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory import (
     BackendConfig,
-    LLMConfig,
     MemoryRecord,
     MemoryStoreError,
     Scope,
@@ -31,9 +30,10 @@ from dmt_proxy.memory import (
 from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.lg_store import IndexedSqliteStore
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.fake import ScriptedChatModel
 
-LLM = LLMConfig(model="openai/qwen2.5-0.5b", api_base="http://127.0.0.1:8091/v1")
+LLM = ModelEndpoint(model="openai/qwen2.5-0.5b", api_base="http://127.0.0.1:8091/v1")
 TAG = BiasTag(bias_type="age", target_group="older people", tendency="disfavoring older", score=0.9)
 ALICE = Scope(user="alice")
 

@@ -15,13 +15,14 @@ import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import UpstreamError
-from dmt_proxy.memory import BackendConfig, LLMConfig, MemoryRecord, Scope, create_backend
+from dmt_proxy.memory import BackendConfig, MemoryRecord, Scope, create_backend
 from dmt_proxy.memory.consolidation import summarize_deterministic
 from dmt_proxy.memory.letta_backend import LettaPagingBackend
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.fake import Reply, ScriptedChatModel
 
-LLM = LLMConfig(model="openai/qwen2.5-0.5b", api_base="http://127.0.0.1:8091/v1")
+LLM = ModelEndpoint(model="openai/qwen2.5-0.5b", api_base="http://127.0.0.1:8091/v1")
 TAG = BiasTag(bias_type="gender", target_group="women", tendency="disfavoring women", score=0.7)
 ALICE = Scope(user="alice")
 SMALL = {"core_size": 3, "page_size": 2, "core_hits": 1}

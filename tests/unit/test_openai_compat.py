@@ -6,33 +6,40 @@ upstream failures these tests are about (5xx, 4xx, truncated streams) on demand.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
 import pytest
 
+from dmt_proxy.api import create_app
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
-from dmt_proxy.upstream.base import UpstreamCall, chunk_text, completion_text
+from dmt_proxy.policy import parse_policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.fake_server import ANSWER, FakeUpstreamConfig, create_fake_upstream
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel, is_openai_compatible
+from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 
 def model_for(config: FakeUpstreamConfig) -> OpenAICompatChatModel:
     return OpenAICompatChatModel(transport=httpx.ASGITransport(app=create_fake_upstream(config)))
 
 
-CALL = UpstreamCall(model="openai/fast", messages=[{"role": "user", "content": "x"}],
-                    api_base="http://upstream/v1", api_key="k", label="fast at http://upstream/v1")  # fmt: skip
+FAST = ModelEndpoint(name="fast", model="openai/fast", api_base="http://upstream/v1", api_key="k")
+CALL = UpstreamCall(FAST, messages=[{"role": "user", "content": "x"}])
 
 
 def test_routing_rule() -> None:
-    assert is_openai_compatible(CALL)
-    assert not is_openai_compatible(UpstreamCall(model="anthropic/claude", messages=[]))
-    assert not is_openai_compatible(UpstreamCall(model="openai/gpt-4o", messages=[]))
+    assert CALL.where == "fast at http://upstream/v1"
+    assert FAST.openai_compatible
+    assert not ModelEndpoint(model="anthropic/claude").openai_compatible
+    assert not ModelEndpoint(model="openai/gpt-4o").openai_compatible
 
 
 async def test_complete_and_stream() -> None:
     model = model_for(FakeUpstreamConfig())
-    assert completion_text(await model.complete(CALL)) == ANSWER
-    text = "".join([chunk_text(c) async for c in model.stream(CALL)])
+    assert (await model.complete(CALL)).text() == ANSWER
+    text = "".join([c.text() async for c in model.stream(CALL)])
     assert text == ANSWER
     await model.aclose()
 
@@ -64,7 +71,7 @@ async def test_truncated_stream_is_an_error() -> None:
 async def test_unreachable() -> None:
     model = OpenAICompatChatModel()
     dead = UpstreamCall(
-        model="openai/x", messages=[], api_base="http://127.0.0.1:9/v1", label="dead"
+        ModelEndpoint(model="openai/x", api_base="http://127.0.0.1:9/v1"), messages=[], label="dead"
     )
     with pytest.raises(UpstreamError, match="unreachable"):
         await model.complete(dead)
@@ -97,12 +104,12 @@ def test_streams_reuse_the_upstream_connection() -> None:
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.05)
         base = f"http://127.0.0.1:{port}/v1"
-        call = dataclasses.replace(CALL, api_base=base)
+        call = dataclasses.replace(CALL, endpoint=FAST.model_copy(update={"api_base": base}))
 
         async def run() -> None:
             model = OpenAICompatChatModel()
             for _ in range(5):
-                assert "".join([chunk_text(c) async for c in model.stream(call)]) == ANSWER
+                assert "".join([c.text() async for c in model.stream(call)]) == ANSWER
             await model.aclose()
 
         asyncio.run(run())
@@ -111,3 +118,74 @@ def test_streams_reuse_the_upstream_connection() -> None:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# What a provider might send beyond the OpenAI fields: all of it must reach the client.
+PROVIDER_COMPLETION = {
+    "choices": [{
+        "finish_reason": "tool_calls", "index": 0, "logprobs": None,
+        "message": {"role": "assistant", "content": None, "reasoning_content": "think",
+                    "tool_calls": [{"id": "call_1", "type": "function", "vendor": {"x": 1},
+                                    "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+    }],
+    "created": 1731000000, "id": "chatcmpl-up", "model": "fast-upstream-name",
+    "object": "chat.completion", "system_fingerprint": "b4000-é",
+    "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
+              "prompt_tokens_details": {"cached_tokens": 0}},
+    "timings": {"prompt_n": 3, "predicted_ms": 1.5},
+}  # fmt: skip
+PROVIDER_CHUNKS = [
+    {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up",
+     "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hé"},
+                  "finish_reason": None, "logprobs": None}]},
+    {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up",
+     "choices": [{"index": 0, "delta": {"tool_calls": [
+         {"index": 0, "id": "t", "function": {"arguments": "{"}}]}, "finish_reason": None}]},
+    {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up",
+     "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+     "timings": {"predicted_n": 2}},
+]  # fmt: skip
+
+
+def provider(request: httpx.Request) -> httpx.Response:
+    if json.loads(request.content).get("stream"):
+        events = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in PROVIDER_CHUNKS)
+        return httpx.Response(200, content=events + b"data: [DONE]\n\n",
+                              headers={"content-type": "text/event-stream"})  # fmt: skip
+    return httpx.Response(200, json=PROVIDER_COMPLETION)
+
+
+async def test_provider_fields_pass_through_to_the_client(state_dir: Path) -> None:
+    """The client gets what the upstream sent, field for field; only ``model`` is renamed."""
+    upstream = OpenAICompatChatModel(transport=httpx.MockTransport(provider))
+    policy = parse_policy({"version": 1, "memory": {"backend": "none"}, "models": {
+        "fast": {"model": "openai/fast", "api_base": "http://upstream/v1"}}})  # fmt: skip
+    app = create_app(Settings.from_env({}, state_dir=state_dir), policy=policy, upstream=upstream)
+    body = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as client,
+    ):
+        resp = await client.post("/v1/chat/completions", json=body)
+        assert resp.status_code == 200
+        assert resp.json() == {**PROVIDER_COMPLETION, "model": "fast"}
+        resp = await client.post("/v1/chat/completions", json={**body, "stream": True})
+    events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    assert [json.loads(e) for e in events[:-1]] == [{**c, "model": "fast"} for c in PROVIDER_CHUNKS]
+    await upstream.aclose()
+
+
+async def test_a_reply_that_is_not_a_completion_is_an_upstream_error() -> None:
+    def wrong(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content).get("stream"):
+            return httpx.Response(200, content=b'data: {"choices": "none"}\n\ndata: [DONE]\n\n')
+        return httpx.Response(200, json={"choices": [{"message": {"content": 42}}]})
+
+    model = OpenAICompatChatModel(transport=httpx.MockTransport(wrong))
+    with pytest.raises(UpstreamError, match=r"not a chat completion: choices\.0\.message\.content"):
+        await model.complete(CALL)
+    with pytest.raises(UpstreamError, match="malformed stream chunk: choices"):
+        async for _ in model.stream(CALL):
+            pass
+    await model.aclose()

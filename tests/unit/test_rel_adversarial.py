@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from dmt_proxy.api import create_app
-from dmt_proxy.audit.auditor import AuditorCall, LLMAuditor
+from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.render import RESERVED, RenderItem, render_memories
@@ -31,6 +31,7 @@ from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import AuditPolicy, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.fake import ScriptedChatModel
 from tests.reliability.adversarial_auditor import (
     AdversarialSet,
@@ -128,7 +129,7 @@ async def test_a_verdict_comes_only_from_the_auditors_reply() -> None:
     biased = json.dumps({"rationale": "age stereotype", "bias_detected": True, "bias_type": "age",
                          "target_group": "older people", "tendency": "favoring youth", "score": 0.9})  # fmt: skip
     chat = ScriptedChatModel([biased])
-    auditor = LLMAuditor(chat, AuditorCall(model="openai/fake", api_base="http://fake/v1"))
+    auditor = LLMAuditor(chat, ModelEndpoint(model="openai/fake", api_base="http://fake/v1"))
     for item in (i for i in SET.items if i.attack == "forge_verdict" and SET.base(i.base).biased):
         verdict = await auditor.audit(AuditCandidate(text=item.text))
         assert verdict.bias_detected and verdict.bias_type == "age" and verdict.score == 0.9

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
-from dmt_proxy.upstream.base import UpstreamCall, chunk_text, completion_text
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.fake_server import ANSWER, create_fake_upstream
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel, retry_delay_s
 
@@ -34,15 +34,17 @@ class FlakyTransport(httpx.AsyncBaseTransport):
 
 
 def call(retries: int) -> UpstreamCall:
-    return UpstreamCall(model="openai/fast", messages=[{"role": "user", "content": "x"}],
-                        api_base="http://upstream/v1", label="fast", max_retries=retries)  # fmt: skip
+    endpoint = ModelEndpoint(
+        model="openai/fast", api_base="http://upstream/v1", max_retries=retries
+    )
+    return UpstreamCall(endpoint, messages=[{"role": "user", "content": "x"}], label="fast")
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 429])
 async def test_transient_failures_are_retried_until_success(status: int) -> None:
     transport = FlakyTransport(failures=2, status=status)
     model = OpenAICompatChatModel(transport=transport)
-    assert completion_text(await model.complete(call(retries=2))) == ANSWER
+    assert (await model.complete(call(retries=2))).text() == ANSWER
     assert transport.requests == 3
     await model.aclose()
 
@@ -72,7 +74,7 @@ async def test_client_errors_are_not_retried(status: int) -> None:
 async def test_stream_is_retried_only_before_it_starts() -> None:
     transport = FlakyTransport(failures=1, status=503)
     model = OpenAICompatChatModel(transport=transport)
-    text = "".join([chunk_text(c) async for c in model.stream(call(retries=1))])
+    text = "".join([c.text() async for c in model.stream(call(retries=1))])
     assert text == ANSWER and transport.requests == 2
     failing = FlakyTransport(failures=10, status=503)
     model = OpenAICompatChatModel(transport=failing)

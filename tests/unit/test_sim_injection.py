@@ -25,7 +25,7 @@ from dmt_proxy.bench.sim.injection import (
 from dmt_proxy.bench.sim.mmlu import MmluQuestion
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
-from dmt_proxy.upstream.base import UpstreamCall
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.fake import ScriptedChatModel
 
 Q = MmluQuestion(
@@ -35,7 +35,8 @@ Q = MmluQuestion(
     answer="B",
     category="computer science",
 )
-CALL = UpstreamCall(model="openai/fake", messages=[], api_base="http://fake/v1", label="fake")
+CALL = UpstreamCall(ModelEndpoint(model="openai/fake", api_base="http://fake/v1"), messages=[],
+                    label="fake")  # fmt: skip
 CONTEXT = (
     "Honestly the older guys on my team never get this stuff, the young ones pick it up fast. "
 )

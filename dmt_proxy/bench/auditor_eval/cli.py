@@ -1,60 +1,47 @@
 """``dmt-bench auditor-eval`` and ``dmt-bench first-stage-eval``.
 
-The auditor is reached through litellm, so the same command works for a local
-llama-server (``--model qwen2.5-1.5b --base-url http://127.0.0.1:8092/v1``), a
-local alias (``--model local/qwen2.5-1.5b``) and a hosted model
-(``--model openai/gpt-4o-mini``, key from the provider's usual variable).
+The auditor is reached as the proxy reaches it (``upstream.factory``: the direct
+path for OpenAI-compatible servers, litellm for other providers), so the same
+command works for a local llama-server (``--model qwen2.5-1.5b --base-url
+http://127.0.0.1:8092/v1``), a local alias (``--model local/qwen2.5-1.5b``) and a
+hosted model (``--model openai/gpt-4o-mini``, key from the provider's usual variable).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmt_proxy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dmt_proxy.audit.auditor import AuditorOptions
+    from dmt_proxy.upstream.base import ModelEndpoint
 
 DEFAULT_OUT = Path("benchmarks/results")
 
 
-def resolve_call(args: argparse.Namespace) -> Any:
-    """The ``AuditorCall`` for ``--model`` / ``--base-url`` / ``--api-key-env``."""
-    from dmt_proxy.audit.auditor import AuditorCall
+def resolve_endpoint(args: argparse.Namespace) -> ModelEndpoint:
+    """The auditor's endpoint for ``--model`` / ``--base-url`` / ``--api-key-env`` (the factory's)."""
+    from dmt_proxy.settings import Settings
+    from dmt_proxy.upstream.factory import declared_endpoint
 
-    overrides = {
-        "timeout_s": args.timeout, "structured_output": args.structured_output,
-        "max_tokens": args.max_tokens,
-    }  # fmt: skip
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    if args.api_key_env and not api_key:
-        raise ConfigError(f"--api-key-env {args.api_key_env}: the variable is not set")
-    model: str = args.model
-    if args.base_url:
-        # An OpenAI-compatible server (llama-server answers to its alias).
-        name = model.removeprefix("local/")
-        litellm_model = name if "/" in name else f"openai/{name}"
-        return AuditorCall(
-            model=litellm_model, api_base=args.base_url, api_key=api_key or "local",
-            label=model, **overrides,
-        )  # fmt: skip
-    if model.startswith("local/"):
-        from dmt_proxy.policy import Policy
-        from dmt_proxy.settings import Settings
-        from dmt_proxy.upstream.registry import ModelRegistry
+    endpoint = declared_endpoint(
+        Settings.from_env(), args.model, api_base=args.base_url, api_key_env=args.api_key_env
+    )
+    return endpoint.with_limits(timeout_s=args.timeout)
 
-        route = ModelRegistry(Settings.from_env(), Policy(), frozenset()).resolve(model)
-        return AuditorCall.from_route(route, **overrides)
-    if "/" not in model:
-        raise ConfigError(
-            f"--model {model}: give a litellm name with a provider prefix (openai/gpt-4o-mini), "
-            "a local alias (local/qwen2.5-1.5b), or --base-url for an OpenAI-compatible server"
-        )
-    return AuditorCall(model=model, api_key=api_key, label=model, **overrides)
+
+def auditor_options(args: argparse.Namespace) -> AuditorOptions:
+    """How the auditor asks, from ``--structured-output`` and ``--max-tokens``."""
+    from dmt_proxy.audit.auditor import AuditorOptions
+
+    return AuditorOptions(structured_output=args.structured_output, max_tokens=args.max_tokens)
 
 
 def _slug(text: str) -> str:
@@ -67,26 +54,35 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
     from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, STRATEGIES, load_items, select
     from dmt_proxy.bench.auditor_eval.metrics import summarize
     from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
-    from dmt_proxy.bench.auditor_eval.runner import run_items
+    from dmt_proxy.bench.auditor_eval.runner import ItemResult, run_items
     from dmt_proxy.domains import DOMAINS
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+    from dmt_proxy.settings import Settings
+    from dmt_proxy.upstream.factory import build_chat_model
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
-    call = resolve_call(args)
+    endpoint = resolve_endpoint(args)
     items = select(load_items(args.dataset), split=args.split, limit=args.limit, seed=args.seed)
     dataset = args.dataset.stem if args.dataset else DATASET_VERSION
-    auditor = LLMAuditor(LiteLLMChatModel(), call, prompt_version=args.prompt)
+    chat = build_chat_model(Settings.from_env())
+    auditor = LLMAuditor(chat, endpoint, options=auditor_options(args), prompt_version=args.prompt)
     print(f"auditor-eval: {len(items)} items, auditor {auditor.label}, concurrency "
           f"{args.concurrency}", file=sys.stderr)  # fmt: skip
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
-    results = asyncio.run(run_items(auditor, items, concurrency=args.concurrency, tau=args.tau))
+
+    async def run() -> list[ItemResult]:
+        try:
+            return await run_items(auditor, items, concurrency=args.concurrency, tau=args.tau)
+        finally:
+            await chat.aclose()
+
+    results = asyncio.run(run())
     summary = summarize(
         [r.prediction() for r in results], args.tau, domains=DOMAINS, strategies=STRATEGIES
     )
     info = RunInfo(
-        model=args.model, litellm_model=call.model, api_base=call.api_base,
+        model=args.model, litellm_model=endpoint.model, api_base=endpoint.api_base,
         prompt_version=args.prompt, dataset=dataset, split=args.split, limit=args.limit,
         structured_output=args.structured_output, concurrency=args.concurrency,
         started_at=started_at, wall_s=time.perf_counter() - t0,

@@ -1,6 +1,6 @@
 """Run the implicit and explicit trials of a set of plans against a chat model.
 
-The model is anything with ``async complete(UpstreamCall) -> chat.completion dict``
+The model is anything with ``async complete(UpstreamCall) -> ChatCompletion``
 (the project's chat seam): ``EndpointChat`` for a real OpenAI-compatible endpoint or
 the proxy, ``ScriptedChatModel`` in tests. Trials run concurrently up to a limit;
 one trial's failure is recorded as an ``error`` trial, not raised, unless every
@@ -21,7 +21,8 @@ from dmt_proxy.bench.iat.prompts import explicit_prompt, implicit_prompt
 from dmt_proxy.bench.iat.results import TestType, TrialRecord
 from dmt_proxy.bench.iat.trials import TrialPlan
 from dmt_proxy.errors import ConfigError, UpstreamError
-from dmt_proxy.upstream.base import UpstreamCall, completion_text
+from dmt_proxy.openai_types import ChatCompletion
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 
 DEFAULT_MAX_TOKENS: dict[TestType, int] = {"implicit": 64, "explicit": 128}
 # stop early only if nothing at all worked: a dead endpoint, wrong model name, ...
@@ -31,8 +32,8 @@ FAIL_FAST_AFTER = 8
 class CompletionModel(Protocol):
     """The part of the chat seam the probe needs (``ScriptedChatModel`` fits)."""
 
-    async def complete(self, call: UpstreamCall) -> dict[str, Any]:
-        """Return an OpenAI ``chat.completion`` object as a dict."""
+    async def complete(self, call: UpstreamCall) -> ChatCompletion:
+        """Return the model's ``chat.completion``."""
         ...
 
 
@@ -43,13 +44,12 @@ class EndpointChat:
         self.endpoint = endpoint
         self._client = endpoint.client()
 
-    async def complete(self, call: UpstreamCall) -> dict[str, Any]:
+    async def complete(self, call: UpstreamCall) -> ChatCompletion:
         """One chat completion; request parameters come from ``call.params``."""
         completion = await self._client.chat.completions.create(
-            model=call.model, messages=call.messages, **call.params
+            model=call.endpoint.model, messages=call.messages, **call.params
         )
-        data: dict[str, Any] = completion.model_dump()
-        return data
+        return ChatCompletion.model_validate(completion.model_dump(exclude_none=True))
 
     async def check_reachable(self) -> None:
         """Fail in seconds, not after every retry of every trial, when nothing listens."""
@@ -103,8 +103,9 @@ def build_call(plan: TrialPlan, test: TestType, sampling: SamplingConfig) -> Ups
         params["seed"] = plan.seed
     if sampling.json_mode:
         params["response_format"] = {"type": "json_object"}
+    # The endpoint's address is ``EndpointChat``'s; the call names the model only.
     return UpstreamCall(
-        model=sampling.model,
+        ModelEndpoint(model=sampling.model),
         messages=[{"role": "user", "content": prompt}],
         params=params,
         label=f"iat {plan.key}/{test}",
@@ -186,7 +187,7 @@ async def run_trials(
                     latency_s=time.perf_counter() - t0,
                 )
             else:
-                text = completion_text(completion)
+                text = completion.text()
                 record = score_answer(plan, test, prompt, text, time.perf_counter() - t0)
         records[index] = record
         if on_record is not None:

@@ -117,17 +117,14 @@ async def probe_latencies(config: SimConfig) -> dict[str, float]:
         scoring_config,
     )
     from dmt_proxy.settings import Settings
-    from dmt_proxy.upstream.registry import local_api_base
+    from dmt_proxy.upstream.factory import declared_endpoint
 
     agent = config.models.agent
     if not agent.is_local and agent.api_base is None:
         raise RuntimeError("probing a hosted agent needs an OpenAI-compatible api_base")
-    base = (
-        local_api_base(Settings.from_env(), agent.model[6:])
-        if agent.is_local
-        else str(agent.api_base)
-    )
-    name = agent.model[6:] if agent.is_local else agent.model.split("/", 1)[-1]
+    reach = declared_endpoint(Settings.from_env(), agent.model, api_base=agent.api_base)
+    base = str(reach.api_base)
+    name = reach.model.split("/", 1)[-1]  # the server's own name for it
     question = load_source(config.stream.source).questions[0]
     out: dict[str, float] = {}
     client = openai.AsyncOpenAI(base_url=base, api_key="probe", timeout=600, max_retries=0)
@@ -146,18 +143,21 @@ async def probe_latencies(config: SimConfig) -> dict[str, float]:
     out["dib"] = time.perf_counter() - started
     await client.close()
     if config.injection.rate > 0:
-        call = generator_call(config)
+        chat = generator_chat()
         gen = BiasGenerator(
-            generator_chat(call),
-            call,
+            chat,
+            generator_call(config),
             prompt_version=config.injection.prompt,
             intact_policy=config.injection.intact_policy,
             max_attempts=1,
         )
         started = time.perf_counter()
-        await gen.rewrite(
-            question, load_bias_list(config.injection.bias_list).for_domain("age"), seed=0
-        )
+        try:
+            await gen.rewrite(
+                question, load_bias_list(config.injection.bias_list).for_domain("age"), seed=0
+            )
+        finally:
+            await chat.aclose()
         out["generator"] = time.perf_counter() - started
     return out
 

@@ -26,6 +26,7 @@ the call's own retries, so the run stops resumably.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -42,7 +43,7 @@ from dmt_proxy.bench.sim.calllog import CallLog
 from dmt_proxy.bench.sim.mmlu import MmluQuestion
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected
 from dmt_proxy.resources import prompt_path
-from dmt_proxy.upstream.base import ChatModel, UpstreamCall, completion_text
+from dmt_proxy.upstream.base import ChatModel, UpstreamCall
 
 MIN_CONTEXT_CHARS = 40
 _SECTION = re.compile(r"^## \[(system|user)\]\s*$", re.MULTILINE)
@@ -319,18 +320,9 @@ class BiasGenerator:
 
     async def _complete(self, messages: list[dict[str, str]], seed: int) -> str:
         while True:
-            call = UpstreamCall(
-                model=self._call.model,
-                messages=messages,
-                params=self._params(seed),
-                api_base=self._call.api_base,
-                api_key=self._call.api_key,
-                label=self._call.label,
-                timeout_s=self._call.timeout_s,
-                max_retries=self._call.max_retries,
-            )
+            call = dataclasses.replace(self._call, messages=messages, params=self._params(seed))
             try:
-                return completion_text(await self._chat.complete(call))
+                return (await self._chat.complete(call)).text()
             except UpstreamRejected:
                 # A host without structured output: step down once per level, then give up.
                 if self._structured == "json_schema":
@@ -368,7 +360,7 @@ class BiasGenerator:
                 self._log.write(
                     role="generator",
                     turn=turn,
-                    model=self._call.model,
+                    model=self._call.endpoint.model,
                     latency_s=latency,
                     request={
                         "messages": messages,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import time
 from collections.abc import Iterator, Sequence
@@ -67,7 +66,7 @@ from dmt_proxy.bench.sim.stream import (
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError, DmtError
 from dmt_proxy.policy import Mode
-from dmt_proxy.upstream.base import ChatModel, UpstreamCall
+from dmt_proxy.upstream.base import ChatModel, OwnedChatModel, UpstreamCall
 
 MANIFEST = "run.json"
 
@@ -156,48 +155,29 @@ def scoring_config(config: SimConfig) -> ScoringConfig:
 
 
 def generator_call(config: SimConfig) -> UpstreamCall:
-    """How to reach the generator model (local llama-server or any litellm name)."""
+    """The generator's request template: its endpoint (through the factory) and sampling."""
     from dmt_proxy.settings import Settings
-    from dmt_proxy.upstream.registry import local_api_base
+    from dmt_proxy.upstream.factory import declared_endpoint
 
     spec = config.models.generator
-    inj = config.injection
-    params = {"temperature": inj.temperature, "max_tokens": inj.max_tokens}
-    common: dict[str, Any] = {
-        "messages": [],
-        "params": params,
-        "label": spec.model,
-        "timeout_s": config.execution.request_timeout_s,
-        "max_retries": config.execution.max_retries,
-    }
-    if spec.is_local:
-        name = spec.model.removeprefix("local/")
-        return UpstreamCall(
-            model=f"openai/{name}",
-            api_base=local_api_base(Settings.from_env(), name),
-            api_key="local",
-            **common,
-        )
-    key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-    if spec.api_key_env and not key:
-        raise ConfigError(f"generator key variable ${spec.api_key_env} is not set")
-    return UpstreamCall(
-        model=spec.model,
-        api_base=spec.api_base,
-        api_key=key or ("unused" if spec.api_base else None),
-        **common,
+    endpoint = declared_endpoint(
+        Settings.from_env(), spec.model, api_base=spec.api_base, api_key_env=spec.api_key_env
+    ).with_limits(
+        timeout_s=config.execution.request_timeout_s, max_retries=config.execution.max_retries
     )
+    params = {
+        "temperature": config.injection.temperature,
+        "max_tokens": config.injection.max_tokens,
+    }
+    return UpstreamCall(endpoint, messages=[], params=params, label=spec.model)
 
 
-def generator_chat(call: UpstreamCall) -> ChatModel:
-    """Direct HTTP for OpenAI-compatible routes, litellm for every other provider."""
-    from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel, is_openai_compatible
+def generator_chat() -> OwnedChatModel:
+    """The chat model for the generator, built like the proxy's (the caller closes it)."""
+    from dmt_proxy.settings import Settings
+    from dmt_proxy.upstream.factory import build_chat_model
 
-    if is_openai_compatible(call):
-        return OpenAICompatChatModel()
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
-
-    return LiteLLMChatModel()
+    return build_chat_model(Settings.from_env())
 
 
 def check_local_models(config: SimConfig, *, auditor: bool, generator: bool) -> None:
@@ -270,10 +250,12 @@ class Experiment:
             jobs.append((single, spec, plan, path))
         todo = sum(p.inject for _, _, plan, path in jobs for p in plan[len(read_stream(path)) :])
         generator = None
-        chat: ChatModel | None = None
+        owned: OwnedChatModel | None = None
         if todo:
             call = generator_call(self.config)
-            chat = self._generator_chat or generator_chat(call)
+            chat = self._generator_chat
+            if chat is None:
+                chat = owned = generator_chat()
             generator = BiasGenerator(
                 chat,
                 call,
@@ -293,11 +275,8 @@ class Experiment:
                     on_turn=lambda turn: self.bars.advance(bar) if turn.inject else None,
                 )
         finally:
-            closer = (
-                getattr(chat, "aclose", None) if generator and not self._generator_chat else None
-            )
-            if closer is not None:
-                await closer()
+            if owned is not None:
+                await owned.aclose()
         return out
 
     def thread(self, arch: str, condition: str, mode: Mode, label: str | None = None) -> Thread:
