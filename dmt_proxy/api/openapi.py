@@ -17,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
+from dmt_proxy.policy import Mode
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -167,7 +168,7 @@ _CHAT_HEADERS = [
      "schema": {"type": "string"}},
     {"name": "x-dmt-mode", "in": "header", "required": False,
      "description": "Mitigation mode for this request (default: the policy's).",
-     "schema": {"type": "string", "enum": ["off", "ssp", "dmt", "ssp+dmt"]}},
+     "schema": {"type": "string", "enum": [m.value for m in Mode]}},
     {"name": "x-dmt-memory", "in": "header", "required": False,
      "description": "What this request may do with memory.",
      "schema": {"type": "string", "enum": ["read-write", "read-only", "off"]}},
