@@ -14,7 +14,7 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -91,14 +91,14 @@ def generate(seed: int = DEFAULT_SEED, domains: Iterable[str] | None = None) -> 
     return out
 
 
-SAMPLING_V1 = "dib-sample-v1"
+SAMPLING_V1: Final = "dib-sample-v1"
 """Proportional to Table 1 by decisions, at least one context per domain (``plan_sample``).
 
 Kept so runs that used it can be repeated; a domain can get a single context, which
 leaves it without a bootstrap CI and with a noise floor equal to its GBV."""
-SAMPLING_V2 = "dib-sample-v2"
+SAMPLING_V2: Final = "dib-sample-v2"
 """The same number of whole contexts from every domain, at least two (``sample_contexts``)."""
-SAMPLING_VERSION = SAMPLING_V2
+SAMPLING_VERSION: Final = SAMPLING_V2
 """The sampler new runs use."""
 Sampling = Literal["dib-sample-v1", "dib-sample-v2"]
 MIN_CONTEXTS = 2
