@@ -24,6 +24,7 @@ from dmt_proxy.openai_types import (
     ChatCompletionChunk,
     ChatCompletionRequest,
 )
+from dmt_proxy.policy import Mode
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -165,7 +166,7 @@ _CHAT_HEADERS = [
      "schema": {"type": "string"}},
     {"name": "x-dmt-mode", "in": "header", "required": False,
      "description": "Mitigation mode for this request (default: the policy's).",
-     "schema": {"type": "string", "enum": ["off", "ssp", "dmt", "ssp+dmt"]}},
+     "schema": {"type": "string", "enum": [m.value for m in Mode]}},
     {"name": "x-dmt-memory", "in": "header", "required": False,
      "description": "What this request may do with memory.",
      "schema": {"type": "string", "enum": ["read-write", "read-only", "off"]}},

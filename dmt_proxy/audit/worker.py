@@ -149,7 +149,7 @@ class OutboxWorker:
                 query=_bounded(item.query),
                 answer=_bounded(item.answer),
                 created_at=datetime.fromtimestamp(item.created_at, UTC),
-                audit_status=AuditStatus.PENDING if mode.uses_dmt else AuditStatus.UNAUDITED,
+                audit_status=AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED,
                 metadata={"request_id": item.request_id, "mode": item.mode},
             )
             try:
@@ -163,7 +163,7 @@ class OutboxWorker:
                 return
             self.metrics.memory_writes.labels(self.backend_name, "stored").inc()
             await self.outbox.mark_stored(item.id)
-        if not mode.uses_dmt or self.auditor is None:
+        if not mode.audits_writes or self.auditor is None:
             await self.outbox.done(item.id)
             return
         verdict = AuditVerdict.model_validate(item.verdict) if item.verdict else None

@@ -149,7 +149,12 @@ class DurableMemoryService:
         records = [h.record for h in hits if min_score is None or h.score >= min_score]
         ctx.headers["x-dmt-memories"] = str(len(records))
         items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
-        text = render_memories(items, with_tags=ctx.mode.uses_dmt, instruction=self._instruction)
+        text = render_memories(
+            items,
+            with_tags=ctx.mode.shows_tags,
+            instruction=self._instruction,
+            show_instruction=ctx.mode.shows_instruction,
+        )
         return [{"role": "system", "content": text}] if text else []
 
     async def record(self, exchange: Exchange) -> None:

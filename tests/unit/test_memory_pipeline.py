@@ -125,6 +125,36 @@ async def test_ssp_dmt_adds_both(env: Env) -> None:
     assert "neutral" in sent[0]["content"] and "bias_tag" in sent[1]["content"]
 
 
+async def test_dmt_tags_ablation_shows_the_tag_without_the_instruction(env: Env) -> None:
+    await env.ask(BIASED, **{"x-dmt-mode": "dmt-tags"})
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["tagged"]  # audited on write
+    resp = await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-tags"})
+    assert resp.headers["x-dmt-mode"] == "dmt-tags"
+    system = env.chat.calls[-1].messages[0]["content"]
+    assert '"bias_tag"' in system and "favoring youth" in system
+    assert "personal opinion, not as evidence" not in system
+
+
+async def test_dmt_instruction_ablation_shows_the_instruction_over_untagged_memory(
+    env: Env,
+) -> None:
+    await env.ask(BIASED)  # written in dmt mode: audited and tagged
+    await env.drain()
+    await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-instruction"})
+    system = env.chat.calls[-1].messages[0]["content"]
+    # the instruction names "bias_tag" itself; no memory carries one
+    assert "Older engineers" in system and '"bias_tag": {' not in system
+    assert '"audit":' not in system and "personal opinion, not as evidence" in system
+
+
+async def test_dmt_instruction_writes_are_not_audited(env: Env) -> None:
+    await env.ask(BIASED, **{"x-dmt-mode": "dmt-instruction"})
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["unaudited"]
+    assert env.auditor.calls == []
+
+
 async def test_read_only_and_off_write_nothing(env: Env) -> None:
     await env.ask("A question.", **{"x-dmt-memory": "read-only"})
     await env.ask("Another question.", **{"x-dmt-memory": "off"})
