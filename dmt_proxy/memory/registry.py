@@ -30,6 +30,7 @@ _BUILTIN: dict[str, str] = {
     "mem0": "dmt_proxy.memory.mem0_backend",
     "langmem": "dmt_proxy.memory.langmem_backend",
     "letta": "dmt_proxy.memory.letta_backend",
+    "postgres": "dmt_proxy.memory.pg_backend",
 }
 
 

@@ -5,6 +5,12 @@ together: the backend named by the policy, the outbox, the auditor and the worke
 that moves outbox rows through the audit into the backend. The API layer only
 calls the service; it never reaches the outbox, the worker or the backend.
 
+Single process or scaled out: the outbox is SQLite under the state dir (one
+process) or PostgreSQL (``DMT_OUTBOX``; by default PostgreSQL exactly when the
+memory backend is ``postgres``), shared by any number of proxies and
+``dmt-proxy worker`` processes. ``DMT_WORKER=off`` builds the worker but never
+starts it, leaving the draining to those processes; it needs the shared outbox.
+
 Layering: this module imports ``dmt_proxy.audit`` (outbox, worker, auditor,
 rendering); nothing in ``audit/`` imports it, and ``dmt_proxy.memory`` (the
 package) does not import it either, so that ``audit/`` can use the memory
@@ -23,9 +29,10 @@ from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.auditor import Auditor, AuditorCall, LLMAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
-from dmt_proxy.audit.outbox import Outbox, OutboxItem
+from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
 from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.audit.worker import OutboxWorker, drain
+from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
 from dmt_proxy.memory.registry import BackendConfig, LLMConfig, create_backend
 from dmt_proxy.metrics import Metrics
@@ -92,6 +99,7 @@ class DurableMemoryService:
         policy: Policy,
         metrics: Metrics,
         retrieval_timeout_s: float = 5.0,
+        run_worker: bool = True,
     ) -> None:
         self._backend = backend
         self._backend_name = backend_name
@@ -100,13 +108,15 @@ class DurableMemoryService:
         self._policy = policy
         self._metrics = metrics
         self._retrieval_timeout_s = retrieval_timeout_s
+        self._run_worker = run_worker
         self._instruction = prompt_path(policy.audit.dmt_prompt).read_text(encoding="utf-8").strip()
 
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the worker (in the running event loop)."""
-        self._worker.start()
+        """Start the worker (in the running event loop), unless it runs elsewhere."""
+        if self._run_worker:
+            self._worker.start()
 
     async def aclose(self) -> None:
         """Stop the worker, then close the outbox and the backend."""
@@ -216,6 +226,43 @@ def build_auditor(policy: Policy, registry: ModelRegistry, chat: ChatModel) -> L
     return LLMAuditor(chat, call, prompt_version=policy.audit.auditor_prompt, policy=policy.audit)
 
 
+def database_url(settings: Settings, policy: Policy) -> str | None:
+    """The PostgreSQL URL: the ``postgres`` backend's ``dsn`` option, else ``DMT_DATABASE_URL``."""
+    if policy.memory.backend == "postgres" and policy.memory.options.get("dsn"):
+        return str(policy.memory.options["dsn"])
+    return settings.database_url
+
+
+def _backend_options(settings: Settings, policy: Policy) -> dict[str, Any]:
+    options = dict(policy.memory.options)
+    if policy.memory.backend == "postgres" and not options.get("dsn") and settings.database_url:
+        options["dsn"] = settings.database_url
+    return options
+
+
+async def build_outbox(settings: Settings, policy: Policy) -> Outbox:
+    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend)."""
+    kind = settings.outbox
+    if kind == "auto":
+        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
+    if kind == "sqlite":
+        if not settings.worker:
+            raise ConfigError(
+                "DMT_WORKER=off (--no-worker) needs the shared PostgreSQL outbox "
+                "(DMT_OUTBOX=postgres): nothing else drains this process's SQLite outbox"
+            )
+        return SqliteOutbox(settings.state_dir / "outbox.sqlite3")
+    url = database_url(settings, policy)
+    if not url:
+        raise ConfigError("the PostgreSQL outbox needs a database: set DMT_DATABASE_URL")
+    from dmt_proxy.audit.pg_outbox import PostgresOutbox
+
+    prefix = "dmt_"
+    if policy.memory.backend == "postgres":  # one prefix for the memory store and its outbox
+        prefix = str(policy.memory.options.get("table_prefix", prefix))
+    return await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
+
+
 async def build_memory_service(
     settings: Settings,
     policy: Policy,
@@ -232,10 +279,15 @@ async def build_memory_service(
         route = registry.resolve(policy.default_model)
         llm = LLMConfig(model=route.litellm_model, api_base=route.api_base, api_key=route.api_key)
         config = BackendConfig(
-            state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
-        )
+            state_dir=settings.state_dir, chat=chat, llm=llm,
+            options=_backend_options(settings, policy),
+        )  # fmt: skip
         backend = await create_backend(name, config)
-    outbox = Outbox(settings.state_dir / "outbox.sqlite3")
+    try:
+        outbox = await build_outbox(settings, policy)
+    except BaseException:
+        await backend.close()
+        raise
     first_stage = None
     if policy.audit.first_stage == "embedding":
         from dmt_proxy.embedder import LocalEmbedder
@@ -252,4 +304,5 @@ async def build_memory_service(
         first_stage=first_stage,
     )
     return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
-                                policy=policy, metrics=metrics)  # fmt: skip
+                                policy=policy, metrics=metrics,
+                                run_worker=settings.worker)  # fmt: skip

@@ -2,8 +2,9 @@
 
 Real pieces throughout: the real local embedder (loaded once per session), real
 mem0 with its on-disk Qdrant store, the langgraph SQLite store, the paging
-SQLite store. The ``memory`` backend is the shipped in-process fake and runs
-here with its keyword scoring.
+SQLite store, and PostgreSQL with pgvector (a throwaway server started by
+``tests/pg_fixture.py``, a fresh database per test). The ``memory`` backend is
+the shipped in-process fake and runs here with its keyword scoring.
 """
 
 from __future__ import annotations
@@ -31,8 +32,16 @@ from dmt_proxy.memory import (
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
 from dmt_proxy.tags import AuditStatus, BiasTag
 
-BACKENDS = ["memory", "mem0", "langmem", "letta"]
+BACKENDS = ["memory", "mem0", "langmem", "letta", "postgres"]
 OPTIONS: dict[str, dict[str, Any]] = {"memory": {"scoring": "keyword"}}
+
+
+def backend_options(name: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The options of backend ``name`` (``postgres`` gets a fresh database of its own)."""
+    if name == "postgres":
+        return {"dsn": request.getfixturevalue("pg_dsn")}
+    return OPTIONS.get(name, {})
+
 
 TAG = BiasTag(
     bias_type="age", target_group="older workers", tendency="disfavoring older", score=0.8
@@ -61,11 +70,10 @@ async def open_backend(
 ) -> AsyncIterator[Opener]:
     name: str = request.param
     opened: list[MemoryBackend] = []
+    options = backend_options(name, request)
 
     async def opener(state_dir: Path = tmp_path) -> MemoryBackend:
-        config = BackendConfig(
-            state_dir=state_dir, embedder=embedder, options=OPTIONS.get(name, {})
-        )
+        config = BackendConfig(state_dir=state_dir, embedder=embedder, options=options)
         backend = await create_backend(name, config)
         opened.append(backend)
         return backend
@@ -260,10 +268,14 @@ WRITES = st.lists(st.tuples(USERS, st.sampled_from([f for f, _ in FACTS])), min_
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-def test_isolation_property(name: str, tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_isolation_property(
+    name: str, tmp_path: Path, embedder: LocalEmbedder, request: pytest.FixtureRequest
+) -> None:
     """Interleaved writes by random users: nobody ever reads another user's record."""
     loop = asyncio.new_event_loop()
-    config = BackendConfig(state_dir=tmp_path, embedder=embedder, options=OPTIONS.get(name, {}))
+    config = BackendConfig(
+        state_dir=tmp_path, embedder=embedder, options=backend_options(name, request)
+    )
     backend = loop.run_until_complete(create_backend(name, config))
     owner: dict[str, str] = {}
 

@@ -21,7 +21,7 @@ import pytest
 import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorUnavailable
 from dmt_proxy.audit.fake import ScriptedAuditor
-from dmt_proxy.audit.outbox import Outbox
+from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
@@ -40,7 +40,7 @@ class Parts:
         policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
         metrics = Metrics()
         self.backend = InMemoryBackend()
-        self.outbox = Outbox(state_dir / "outbox.sqlite3")
+        self.outbox = SqliteOutbox(state_dir / "outbox.sqlite3")
         self.worker = OutboxWorker(outbox=self.outbox, backend=self.backend, backend_name="memory",
                                    auditor=auditor, policy=policy.audit, metrics=metrics)  # fmt: skip
         self.service = DurableMemoryService(backend=self.backend, backend_name="memory",
