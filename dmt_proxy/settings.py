@@ -55,8 +55,9 @@ class Settings(BaseModel):
     outbox: Literal["auto", "sqlite", "postgres"] = "auto"
     """Where acknowledged writes wait: ``auto`` is PostgreSQL when the memory backend is
     ``postgres`` and SQLite under the state dir otherwise (one process only)."""
-    outbox_lease_s: float = Field(default=60.0, gt=0, le=3600)
-    """How long a worker holds a PostgreSQL outbox row before another may claim it."""
+    outbox_lease_s: float = Field(default=30.0, gt=0, le=3600)
+    """How soon a PostgreSQL outbox row held by a worker that died is claimed again (a live
+    worker renews its leases every third of this)."""
     worker: bool = True
     """Run the outbox worker inside ``serve``; off (``DMT_WORKER=off``, ``--no-worker``)
     when separate ``dmt-proxy worker`` processes drain a PostgreSQL outbox."""

@@ -186,6 +186,8 @@ class SqliteOutbox:
         self._conn: sqlite3.Connection | None = None
         self.found_version = 0
         """Layout version of the file before it was opened (0: new or unversioned)."""
+        self._held: set[str] = set()
+        """Rows handed out by ``due`` and not yet done or rescheduled."""
         try:
             self._executor.submit(self._open, synchronous).result()
         except BaseException:
@@ -268,8 +270,11 @@ class SqliteOutbox:
         ]
 
     async def due(self, limit: int = 16) -> list[OutboxItem]:
-        """Rows whose next attempt is due, oldest first."""
-        result: list[OutboxItem] = await self._run(self._due, limit, time.time())
+        """Rows whose next attempt is due, oldest first, not already handed out and still
+        in progress (this process is the only worker: no lease needed)."""
+        rows: list[OutboxItem] = await self._run(self._due, limit + len(self._held), time.time())
+        result = [r for r in rows if r.id not in self._held][:limit]
+        self._held.update(r.id for r in result)
         return result
 
     def _mark_stored(self, item_id: str) -> None:
@@ -295,14 +300,20 @@ class SqliteOutbox:
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
         """Record a failed attempt and schedule the next one."""
-        await self._run(self._retry, item_id, error, delay_s)
+        try:
+            await self._run(self._retry, item_id, error, delay_s)
+        finally:  # after the update: until then the row is still due, and must not be handed out
+            self._held.discard(item_id)
 
     def _done(self, item_id: str) -> None:
         self._db.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
 
     async def done(self, item_id: str) -> None:
         """The write is complete: forget it."""
-        await self._run(self._done, item_id)
+        try:
+            await self._run(self._done, item_id)
+        finally:
+            self._held.discard(item_id)
 
     def _cancel(self, item_id: str | None, user: str | None) -> int:
         if item_id is not None:

@@ -7,9 +7,12 @@ an acknowledged write survives the proxy that took it.
 ``due`` claims rows for one worker: ``SELECT … FOR UPDATE SKIP LOCKED`` picks due
 rows nobody holds, and the same statement sets ``lease_until`` and ``leased_by``;
 two workers polling at once never get the same row. ``retry_later`` releases the
-row, ``done`` deletes it, ``mark_stored`` and ``save_verdict`` renew the lease of
-the worker holding it. A worker killed mid-row leaves its lease to run out
-(``lease_s``), and the row is then claimed again. Storage stays exactly-once
+row, ``done`` deletes it. While the outbox is open a heartbeat renews, each
+``lease_s / 3`` seconds, the leases of the rows this worker has claimed and not yet
+finished or rescheduled, so an audit slower than the lease (the auditor's timeout
+is minutes) keeps its row; a row whose ``retry_later`` could not reach the database
+is no longer renewed and lapses. A worker killed mid-row stops renewing, its leases
+run out within ``lease_s``, and the rows are claimed again. Storage stays exactly-once
 because the row carries its final memory id (the backend's write is idempotent on
 it), and a verdict already saved on the row is applied without a second audit.
 
@@ -21,7 +24,9 @@ refused with a ``ConfigError``, as the SQLite outbox does.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -39,9 +44,11 @@ from dmt_proxy.database import (
 )
 from dmt_proxy.memory.base import Scope
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg.sql import Composable
+    from psycopg.sql import Composed
     from psycopg_pool import AsyncConnectionPool
 
 PG_OUTBOX_SCHEMA_VERSION = 1
@@ -125,6 +132,9 @@ class PostgresOutbox:
         self.worker_id = worker_id
         self.found_version = 0
         """Layout version found when the outbox was opened (0: new)."""
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._held: set[str] = set()
+        """Rows claimed by ``due`` and not yet done or rescheduled: the ones renewed."""
 
     @classmethod
     async def open(
@@ -133,7 +143,7 @@ class PostgresOutbox:
         *,
         prefix: str = "dmt_",
         pool_size: int = 4,
-        lease_s: float = 60.0,
+        lease_s: float = 30.0,
         connect_timeout_s: float = 10.0,
         worker_id: str | None = None,
     ) -> PostgresOutbox:
@@ -154,14 +164,37 @@ class PostgresOutbox:
         except BaseException:
             await pool.close()
             raise
+        outbox._heartbeat = asyncio.create_task(outbox._beat(), name="dmt-outbox-heartbeat")
         return outbox
 
-    async def _execute(self, query: Composable, params: list[Any]) -> int:
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                await self.renew()
+            except Exception as exc:  # the database may be down a while: keep trying
+                log.warning("outbox lease renewal failed: %s", exc)
+
+    async def renew(self) -> int:
+        """Extend by ``lease_s`` the leases of the rows in progress here; how many there are."""
+        from psycopg import sql
+
+        if not self._held:
+            return 0
+        return await self._execute(
+            sql.SQL(
+                "UPDATE {} SET lease_until = now() + make_interval(secs => %s)"
+                " WHERE id = ANY(%s) AND leased_by = %s"
+            ).format(self._table),
+            [self.lease_s, sorted(self._held), self.worker_id],
+        )
+
+    async def _execute(self, query: Composed, params: list[Any]) -> int:
         async with self._pool.connection() as conn:
             cur = await conn.execute(query, params)
-            return cur.rowcount
+            return int(cur.rowcount)
 
-    async def _rows(self, query: Composable, params: list[Any]) -> list[dict[str, Any]]:
+    async def _rows(self, query: Composed, params: list[Any]) -> list[dict[str, Any]]:
         from psycopg.rows import dict_row
 
         async with self._pool.connection() as conn:
@@ -204,51 +237,50 @@ class PostgresOutbox:
             ).format(t=self._table, cols=sql.SQL(_COLUMNS)),
             [limit, self.lease_s, self.worker_id],
         )
-        return sorted((_item(r) for r in rows), key=lambda i: (i.created_at, i.id))
-
-    async def _renew(self, item_id: str, assignment: Composable, params: list[Any]) -> None:
-        from psycopg import sql
-
-        # The lease is renewed only by the worker holding it; the fact itself is always kept.
-        await self._execute(
-            sql.SQL(
-                "UPDATE {} SET {}, lease_until = CASE WHEN leased_by = %s"
-                " THEN now() + make_interval(secs => %s) ELSE lease_until END WHERE id = %s"
-            ).format(self._table, assignment),
-            [*params, self.worker_id, self.lease_s, item_id],
-        )
+        items = sorted((_item(r) for r in rows), key=lambda i: (i.created_at, i.id))
+        self._held.update(i.id for i in items)
+        return items
 
     async def mark_stored(self, item_id: str) -> None:
         """Remember that the backend has the record, so a retry only re-audits."""
         from psycopg import sql
 
-        await self._renew(item_id, sql.SQL("stored = true"), [])
+        query = sql.SQL("UPDATE {} SET stored = true WHERE id = %s").format(self._table)
+        await self._execute(query, [item_id])
 
     async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
         """Keep an auditor verdict so a storage retry does not pay for the audit again."""
         from psycopg import sql
         from psycopg.types.json import Jsonb
 
-        await self._renew(item_id, sql.SQL("verdict = %s"), [Jsonb(verdict)])
+        query = sql.SQL("UPDATE {} SET verdict = %s WHERE id = %s").format(self._table)
+        await self._execute(query, [Jsonb(verdict), item_id])
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
         """Record a failed attempt, schedule the next one and release the row."""
         from psycopg import sql
 
-        await self._execute(
-            sql.SQL(
-                "UPDATE {} SET attempts = attempts + 1, last_error = %s,"
-                " next_attempt_at = now() + make_interval(secs => %s),"
-                " lease_until = NULL, leased_by = NULL WHERE id = %s"
-            ).format(self._table),
-            [without_nul(error[:2000]), delay_s, item_id],
-        )
+        try:
+            await self._execute(
+                sql.SQL(
+                    "UPDATE {} SET attempts = attempts + 1, last_error = %s,"
+                    " next_attempt_at = now() + make_interval(secs => %s),"
+                    " lease_until = NULL, leased_by = NULL WHERE id = %s"
+                ).format(self._table),
+                [without_nul(error[:2000]), delay_s, item_id],
+            )
+        finally:  # even if the update failed: then the lease lapses and another worker retries
+            self._held.discard(item_id)
 
     async def done(self, item_id: str) -> None:
         """The write is complete: forget it."""
         from psycopg import sql
 
-        await self._execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(self._table), [item_id])
+        try:
+            query = sql.SQL("DELETE FROM {} WHERE id = %s").format(self._table)
+            await self._execute(query, [item_id])
+        finally:
+            self._held.discard(item_id)
 
     # -- admin side ----------------------------------------------------------
 
@@ -311,7 +343,13 @@ class PostgresOutbox:
         """
         import psycopg
 
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
         # The database may be gone: then the leases simply run out.
         with contextlib.suppress(psycopg.Error):
             await self.release()
+        self._held.clear()
         await self._pool.close()

@@ -67,7 +67,7 @@ from dmt_proxy.tags import AuditStatus, BiasTag
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg.sql import Composable
+    from psycopg.sql import SQL, Composed
     from psycopg_pool import AsyncConnectionPool
 
 MEMORY_SCHEMA_VERSION = 1
@@ -108,11 +108,11 @@ def _steps(prefix: str, dims: int) -> dict[int, Step]:
     return {1: v1}
 
 
-def _scope_filter(scope: Scope) -> tuple[Composable, list[Any]]:
+def _scope_filter(scope: Scope) -> tuple[Composed, list[Any]]:
     """The SQL of ``scope.sees(record)``: user always, agent and session when named."""
     from psycopg import sql
 
-    parts: list[Composable] = [sql.SQL("user_id = %s")]
+    parts: list[SQL] = [sql.SQL("user_id = %s")]
     params: list[Any] = [scope.user]
     if scope.agent is not None:
         parts.append(sql.SQL("agent_id = %s"))
@@ -246,7 +246,7 @@ class PostgresBackend:
         vector = (await asyncio.to_thread(self._embedder.embed, [text]))[0]
         return np.asarray(vector, dtype=np.float32)
 
-    async def _rows(self, query: Composable, params: list[Any]) -> list[dict[str, Any]]:
+    async def _rows(self, query: Composed, params: list[Any]) -> list[dict[str, Any]]:
         from psycopg.rows import dict_row
 
         async with self._connection() as conn:
@@ -270,7 +270,7 @@ class PostgresBackend:
         rows = await self._rows(
             sql.SQL(
                 "SELECT {}, 1 - (embedding <=> %s) AS score FROM {} WHERE {}"
-                " ORDER BY embedding <=> %s, created_at LIMIT %s"
+                " ORDER BY embedding <=> %s LIMIT %s"
             ).format(sql.SQL(_COLUMNS), self._table, where),
             [vector, *params, vector, k],
         )
@@ -369,6 +369,15 @@ class PostgresBackend:
         row = rows[0]
         return Scope(user=row["user_id"], agent=row["agent_id"], session=row["session_id"])
 
+    async def users(self) -> list[str]:
+        """Every user with at least one memory (``dmt-proxy audit-backfill`` walks them)."""
+        from psycopg import sql
+
+        rows = await self._rows(
+            sql.SQL("SELECT DISTINCT user_id FROM {} ORDER BY user_id").format(self._table), []
+        )
+        return [str(r["user_id"]) for r in rows]
+
     async def list(self, scope: Scope, *, limit: int | None = None) -> list[MemoryRecord]:
         from psycopg import sql
 
@@ -401,15 +410,6 @@ class PostgresBackend:
                 sql.SQL("DELETE FROM {} WHERE {}").format(self._table, where), params
             )
             return int(cur.rowcount)
-
-    async def users(self) -> list[str]:
-        """Every user with at least one memory (``dmt-proxy audit-backfill`` walks them)."""
-        from psycopg import sql
-
-        rows = await self._rows(
-            sql.SQL("SELECT DISTINCT user_id FROM {} ORDER BY user_id").format(self._table), []
-        )
-        return [str(r["user_id"]) for r in rows]
 
     async def close(self) -> None:
         if self._runner.closed:

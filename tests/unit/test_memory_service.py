@@ -116,6 +116,20 @@ async def test_an_exchange_is_stored_under_its_scope(tmp_path: Path) -> None:
     await parts.service.aclose()
 
 
+async def test_the_sqlite_outbox_hands_a_row_out_once_until_it_is_finished(
+    parts: Parts,
+) -> None:
+    """Like the leases of the shared outbox: a row in progress is not handed out again."""
+    first = await parts.record(ALICE, "One.")
+    second = await parts.record(ALICE, "Two.")
+    assert [i.id for i in await parts.outbox.due(1)] == [first]
+    assert [i.id for i in await parts.outbox.due(5)] == [second]
+    assert await parts.outbox.due(5) == []
+    await parts.outbox.retry_later(first, "backend write: down", 0.0)
+    await parts.outbox.done(second)
+    assert [i.id for i in await parts.outbox.due(5)] == [first]
+
+
 def _imports(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

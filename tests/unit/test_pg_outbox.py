@@ -2,15 +2,19 @@
 schema versions, and how the memory service picks its outbox.
 
 A real PostgreSQL server (``tests/pg_fixture.py``). Several ``PostgresOutbox``
-instances on one database stand for several worker processes. The memory backend
-is the real ``postgres`` backend; the auditor is the shipped ScriptedAuditor (a
-fake: these tests are about delivery, not judgement), slowed down where a worker
-must be caught mid-audit.
+instances on one database stand for several live workers; a dead worker is a real
+process (``tests/pg_dead_worker.py``) killed with SIGKILL after it claimed rows. The
+memory backend is the real ``postgres`` backend; the auditor is the shipped
+ScriptedAuditor (a fake: these tests are about delivery, not judgement).
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ import psycopg
 import pytest
 
 from dmt_proxy.audit.fake import ScriptedAuditor
-from dmt_proxy.audit.outbox import Outbox, SqliteOutbox
+from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
 from dmt_proxy.audit.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresOutbox
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.embedder import LocalEmbedder
@@ -95,14 +99,61 @@ async def test_claims_are_exclusive_and_leased(open_outbox: Opener, pg_dsn: str)
     assert await one.stats() == (19, pytest.approx(0, abs=60))
 
 
-async def test_a_dead_workers_rows_are_claimed_again_after_the_lease(open_outbox: Opener) -> None:
-    dead, alive = await open_outbox(lease_s=1.0), await open_outbox(lease_s=1.0)
-    ids = await enqueue(dead, ALICE, 3)
-    assert [i.id for i in await dead.due(10)] == ids  # then the worker "dies": no done, no retry
-    assert await alive.due(10) == []
-    await asyncio.sleep(1.2)
-    reclaimed = await alive.due(10)
+def start_dead_worker(
+    dsn: str, lease_s: float, n: int, mode: str
+) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """Start ``tests/pg_dead_worker.py``; returns it and the ids it claimed, once it reports."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.pg_dead_worker", dsn, str(lease_s),
+                             str(n), mode], stdout=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 120)
+    line = proc.stdout.readline().decode() if ready else ""
+    if not line:
+        proc.kill()
+        raise AssertionError(f"dead worker did not report (exit {proc.poll()})")
+    return proc, line.split()[1:]
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()  # SIGKILL: no lease released, no heartbeat any more
+    proc.wait(timeout=10)
+
+
+async def reclaim(outbox: PostgresOutbox, timeout_s: float = 30.0) -> list[OutboxItem]:
+    """Poll ``due`` until rows come back (a dead worker's leases ran out)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        items = await outbox.due(10)
+        if items:
+            return items
+        await asyncio.sleep(0.05)
+    return []
+
+
+async def test_a_dead_workers_rows_are_claimed_again_after_the_lease(
+    open_outbox: Opener, pg_dsn: str
+) -> None:
+    alive = await open_outbox(lease_s=3.0)
+    ids = await enqueue(alive, ALICE, 3)
+    dead, claimed = await asyncio.to_thread(start_dead_worker, pg_dsn, 3.0, 3, "claim")
+    killed_at = time.monotonic()
+    kill(dead)
+    assert claimed == ids and await alive.due(10) == []  # still leased to the dead worker
+    reclaimed = await reclaim(alive)
     assert [i.id for i in reclaimed] == ids and all(i.attempts == 0 for i in reclaimed)
+    assert time.monotonic() - killed_at < 3.0 + 1.0
+
+
+async def test_a_live_worker_keeps_its_rows_past_the_lease(open_outbox: Opener) -> None:
+    """The heartbeat renews the rows in progress, and only those."""
+    holder, other = await open_outbox(lease_s=0.6), await open_outbox(lease_s=0.6)
+    first, second = await enqueue(holder, ALICE, 2)
+    assert [i.id for i in await holder.due(2)] == [first, second]
+    await holder.retry_later(second, "backend write: down", 0.0)  # released, not renewed
+    await asyncio.sleep(1.5)  # more than two leases
+    assert [i.id for i in await other.due(10)] == [second]
+    await holder.done(first)
+    assert await other.stats() == (1, pytest.approx(0, abs=60))
 
 
 async def test_a_closed_worker_releases_its_rows_at_once(open_outbox: Opener) -> None:
@@ -111,23 +162,6 @@ async def test_a_closed_worker_releases_its_rows_at_once(open_outbox: Opener) ->
     assert len(await leaving.due(10)) == 2
     await leaving.aclose()
     assert [i.id for i in await staying.due(10)] == ids
-
-
-async def test_mark_stored_and_verdict_renew_only_the_holders_lease(open_outbox: Opener) -> None:
-    holder, other = await open_outbox(lease_s=1.0), await open_outbox(lease_s=1.0)
-    [item_id] = await enqueue(holder, ALICE, 1)
-    await holder.due(1)
-    await asyncio.sleep(0.6)
-    await holder.mark_stored(item_id)  # renews: still held after the first lease would end
-    await asyncio.sleep(0.6)
-    assert await other.due(1) == []
-    await asyncio.sleep(0.7)
-    [item] = await other.due(1)  # lapsed: the other worker has it now
-    assert item.stored
-    await holder.save_verdict(item_id, {"bias_detected": False})  # a fact, but no lease grab
-    assert await holder.due(1) == []
-    [row] = await other.pending()
-    assert row.verdict == {"bias_detected": False}
 
 
 @pytest.fixture
@@ -145,36 +179,28 @@ def worker(outbox: Outbox, backend: MemoryBackend, auditor: ScriptedAuditor) -> 
 
 
 async def test_a_worker_killed_mid_audit_stores_exactly_once(
-    open_outbox: Opener, backend: MemoryBackend
+    open_outbox: Opener, backend: MemoryBackend, pg_dsn: str
 ) -> None:
-    """Worker A stores the records (pending) and dies during the audit; after the lease,
-    worker B finishes them: one record per acknowledged write, each audited."""
-    outbox_a, outbox_b = await open_outbox(lease_s=1.0), await open_outbox(lease_s=1.0)
-    ids = await enqueue(outbox_a, ALICE, 3)
-    slow, fast = ScriptedAuditor(delay_s=30), ScriptedAuditor()
-    a, b = worker(outbox_a, backend, slow), worker(outbox_b, backend, fast)
-    items = await outbox_a.due(10)
-    tasks = [asyncio.create_task(a.process(item)) for item in items]
-    while len(slow.calls) < len(items):  # every record is stored; every audit is under way
-        await asyncio.sleep(0.02)
-    for task in tasks:
-        task.cancel()  # killed: no retry_later, no done, the leases stay
-    await asyncio.gather(*tasks, return_exceptions=True)
+    """A worker process stores the records (pending) and is killed during the audits;
+    after its leases run out another worker finishes them: one record per acknowledged
+    write, under the row's memory id, each audited once by the live worker."""
+    outbox = await open_outbox(lease_s=2.0)
+    ids = await enqueue(outbox, ALICE, 3)
+    dead, auditing = await asyncio.to_thread(start_dead_worker, pg_dsn, 2.0, 3, "audit")
+    kill(dead)
+    assert auditing == ids
     assert [r.audit_status for r in await backend.list(ALICE)] == [AuditStatus.PENDING] * 3
-    reclaimed = []
-    for _ in range(100):  # until A's leases run out
-        reclaimed = await outbox_b.due(10)
-        if reclaimed:
-            break
-        await asyncio.sleep(0.05)
+    reclaimed = await reclaim(outbox)
     assert [i.id for i in reclaimed] == ids and all(i.stored for i in reclaimed)
+    auditor = ScriptedAuditor()
+    live = worker(outbox, backend, auditor)
     for item in reclaimed:
-        await b.process(item)
+        await live.process(item)
     records = await backend.list(ALICE)
     assert [r.id for r in records] == ids  # the memory ids of the rows: nothing duplicated
     assert [r.audit_status for r in records] == [AuditStatus.CLEAN] * 3
-    assert [c.candidate_id for c in fast.calls] == ids
-    assert await outbox_b.stats() == (0, 0.0)
+    assert [c.candidate_id for c in auditor.calls] == ids
+    assert await outbox.stats() == (0, 0.0)
 
 
 async def test_a_newer_outbox_schema_is_refused(open_outbox: Opener, pg_dsn: str) -> None:
