@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -52,6 +52,17 @@ class Settings(BaseModel):
     model_threads: int = Field(default=2, ge=1)
     model_parallel: int = Field(default=2, ge=1, le=64)
     model_ctx_per_slot: int = Field(default=6144, ge=512)
+    database_url: str | None = None
+    """PostgreSQL URL (libpq form) for the ``postgres`` memory backend and the shared outbox."""
+    outbox: Literal["auto", "sqlite", "postgres"] = "auto"
+    """Where acknowledged writes wait: ``auto`` is PostgreSQL when the memory backend is
+    ``postgres`` and SQLite under the state dir otherwise (one process only)."""
+    outbox_lease_s: float = Field(default=30.0, gt=0, le=3600)
+    """How soon a PostgreSQL outbox row held by a worker that died is claimed again (a live
+    worker renews its leases every third of this)."""
+    worker: bool = True
+    """Run the outbox worker inside ``serve``; off (``DMT_WORKER=off``, ``--no-worker``)
+    when separate ``dmt-proxy worker`` processes drain a PostgreSQL outbox."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ -f scripts/install_prometheus.sh ]; then bash scripts/install_prometheus.sh; fi
+if [ -f scripts/install_postgres.sh ]; then bash scripts/install_postgres.sh; fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 

@@ -99,10 +99,18 @@ class OutboxWorker:
     async def _run(self) -> None:
         sem = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task[None]] = set()
+        gauges_at = 0.0
         while True:
+            async with sem:  # a free slot first: claim only rows that can start now
+                pass
             try:
-                items = [i for i in await self.outbox.due(32) if i.id not in self._in_flight]
-                await self.refresh_gauges()
+                # A shared outbox leases what it hands out: rows claimed here but left
+                # waiting would be held from idle workers elsewhere.
+                free = max(1, self.concurrency - len(self._in_flight))
+                items = [i for i in await self.outbox.due(free) if i.id not in self._in_flight]
+                if not items or time.monotonic() - gauges_at >= self.idle_poll_s:
+                    gauges_at = time.monotonic()
+                    await self.refresh_gauges()
             except Exception:
                 log.exception("outbox poll failed")
                 items = []

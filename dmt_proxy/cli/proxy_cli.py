@@ -39,6 +39,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from dmt_proxy.cli.worker import main as run_worker
+
+    return run_worker(settings)
+
+
 def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     models = _models_arg(args.names)
     if args.action == "pull":
@@ -119,7 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
     serve.add_argument("--policy", dest="policy_file", type=Path,
                        help="policy YAML (DMT_POLICY_FILE, default policies/default.yaml)")  # fmt: skip
+    serve.add_argument("--no-worker", dest="worker", action="store_const", const=False,
+                       help="leave the outbox to 'dmt-proxy worker' processes (DMT_WORKER=off)")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="only drain the shared PostgreSQL outbox (no HTTP)")
+    worker.add_argument("--policy", dest="policy_file", type=Path,
+                        help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    worker.set_defaults(func=cmd_worker)
 
     models = sub.add_parser("models", help="pull, start, stop or list the embedded local models")
     models.add_argument("action", choices=["pull", "start", "stop", "status"])
@@ -169,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides = {
             k: getattr(args, k, None)
-            for k in ("state_dir", "cache_dir", "host", "port", "policy_file")
+            for k in ("state_dir", "cache_dir", "host", "port", "policy_file", "worker")
         }
         settings = Settings.from_env(**overrides)
         return int(args.func(args, settings))
