@@ -28,6 +28,7 @@ from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import Policy, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.factory import (
     DispatchingChatModel,
@@ -36,7 +37,6 @@ from dmt_proxy.upstream.factory import (
     needs_litellm,
     open_upstream,
 )
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
 
 HOSTED = {"model": "openai/gpt-x", "api_base": "http://hosted.invalid/v1", "api_key_env": "HK"}
