@@ -19,6 +19,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,7 +50,7 @@ from tests.reliability.harness import (
 
 
 def outbox_depth(state: Path) -> int:
-    with sqlite3.connect(state / "outbox.sqlite3") as db:
+    with closing(sqlite3.connect(state / "outbox.sqlite3")) as db:
         return int(db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
 
 
