@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -48,24 +46,8 @@ CREATE INDEX IF NOT EXISTS outbox_due ON outbox (next_attempt_at);
 """
 
 
-@contextmanager
-def opened(path: Path) -> Iterator[sqlite3.Connection]:
-    """A connection committed and then closed on exit (sqlite3's own ``with`` only commits)."""
-    db = sqlite3.connect(path)
-    try:
-        with db:
-            yield db
-    finally:
-        db.close()
-
-
-def user_version(path: Path) -> int:
-    with opened(path) as db:
-        return int(db.execute("PRAGMA user_version").fetchone()[0])
-
-
 def write_legacy_outbox(path: Path) -> None:
-    with opened(path) as db:
+    with sqlite3.connect(path) as db:
         db.executescript(LEGACY_V0_DDL)
         rows = [
             ("mem_old_1", "alice", None, None, "Old question one?", "Old answer.", "req_1",
@@ -75,7 +57,7 @@ def write_legacy_outbox(path: Path) -> None:
              json.dumps({"bias_detected": False, "score": 0.0, "rationale": "fine"})),
         ]  # fmt: skip
         db.executemany("INSERT INTO outbox VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    assert user_version(path) == 0
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 0
 
 
 async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
@@ -103,7 +85,7 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     assert not b.stored and b.attempts == 1 and b.last_error == "backend write: disk full"
     assert {a.schema_version, b.schema_version} == {ROW_SCHEMA_VERSION}
     await reopened.aclose()
-    assert user_version(path) == OUTBOX_SCHEMA_VERSION
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
 
 
 async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> None:
@@ -111,7 +93,7 @@ async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> Non
     write_legacy_outbox(path)
     outbox = Outbox(path)
     assert outbox.found_version == 0
-    with opened(path) as db:
+    with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
         columns = [row[1] for row in db.execute("PRAGMA table_info(outbox)")]
     assert columns[-1] == "schema_version"
@@ -150,19 +132,19 @@ def test_migration_is_idempotent_across_opens(tmp_path: Path) -> None:
     again = Outbox(path)
     assert again.found_version == OUTBOX_SCHEMA_VERSION
     again.close()
-    with opened(path) as db:
+    with sqlite3.connect(path) as db:
         assert db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 2
 
 
 def test_outbox_from_a_newer_release_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     Outbox(path).close()
-    with opened(path) as db:
+    with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {OUTBOX_SCHEMA_VERSION + 1}")
     with pytest.raises(ConfigError, match="newer than this dmt-proxy understands"):
         Outbox(path)
     # Refusing must not touch the file.
-    with opened(path) as db:
+    with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION + 1
 
 

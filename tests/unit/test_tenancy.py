@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import Tenants, hash_key
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.testing.app import InProcessApp, app_client
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 
@@ -36,13 +37,15 @@ def write_tenants(path: Path) -> Path:
     return path
 
 
-def start_app(tmp: Path, chat: ScriptedChatModel) -> AbstractAsyncContextManager[InProcessApp]:
+def make_app(tmp: Path) -> tuple[object, ScriptedChatModel]:
     settings = Settings.from_env(
         {}, state_dir=tmp / "state", tenants_file=write_tenants(tmp / "t.yaml")
     )
-    policy = {"version": 1, "memory": {"backend": "memory", "top_k": 50}}
-    return app_client(settings, policy=policy, upstream=chat, memory_backend=InMemoryBackend(),
-                      auditor=ScriptedAuditor([AuditVerdict.clean()]), base_url="http://p")  # fmt: skip
+    chat = ScriptedChatModel(["noted"])
+    policy = parse_policy({"version": 1, "memory": {"backend": "memory", "top_k": 50}})
+    app = create_app(settings, policy=policy, upstream=chat, memory_backend=InMemoryBackend(),
+                     auditor=ScriptedAuditor([AuditVerdict.clean()]))  # fmt: skip
+    return app, chat
 
 
 def body(text: str, user: str) -> dict[str, object]:
@@ -50,8 +53,14 @@ def body(text: str, user: str) -> dict[str, object]:
 
 
 async def test_keys_are_required_and_checked(tmp_path: Path) -> None:
-    async with start_app(tmp_path, ScriptedChatModel(["noted"])) as proxy:
-        c = proxy.client
+    app, _ = make_app(tmp_path)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(  # type: ignore[attr-defined]
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://p",  # type: ignore[arg-type]
+        ) as c,
+    ):
         for headers in ({}, {"authorization": "Bearer nope"}, {"authorization": "key-acme-1"}):
             resp = await c.post("/v1/chat/completions", json=body("hi", "u"), headers=headers)
             assert (
@@ -89,16 +98,21 @@ def test_no_cross_tenant_reads(tmp_path_factory: pytest.TempPathFactory,
     tmp = tmp_path_factory.mktemp("tenancy")
 
     async def scenario() -> None:
-        chat = ScriptedChatModel(["noted"])
-        async with start_app(tmp, chat) as proxy:
-            c = proxy.client
+        app, chat = make_app(tmp)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(  # type: ignore[attr-defined]
+                transport=httpx.ASGITransport(app=app),
+                base_url="http://p",  # type: ignore[arg-type]
+            ) as c,
+        ):
             # Interleaved writes, each carrying a token unique to its (tenant, user).
             for tenant, user in writes:
                 token = f"tok_{tenant}_{user.replace('/', 'SL')}"
                 resp = await c.post("/v1/chat/completions", json=body(f"secret memory word {token}", user),
                                     headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
                 assert resp.status_code == 200
-            assert await proxy.memory.drain(timeout_s=10)
+            assert await app.state.memory.drain(timeout_s=10)  # type: ignore[attr-defined]
             for tenant, user in set(writes):
                 chat.calls.clear()
                 await c.post("/v1/chat/completions", json=body("secret memory word tok", user),
