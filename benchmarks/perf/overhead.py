@@ -1,7 +1,7 @@
 """Passthrough overhead: dmt-proxy vs the LiteLLM proxy vs calling the upstream directly.
 
 All three sit in front of the same instant fake upstream (dmt_proxy.upstream.
-fake_server, which answers without any model), so the latency differences are
+dmt_proxy.testing.upstream_server, which answers without any model), so the latency differences are
 the proxies' own cost. dmt-proxy runs with memory off (``X-DMT-Memory: off``,
 mode ``off``): plain passthrough, like the LiteLLM proxy configured with one
 model and no callbacks. Everything (fake upstream, proxy, load generator) shares
@@ -63,9 +63,9 @@ def run(concurrency: list[int], requests: int, streams: list[bool], paced: list[
     }
     procs = []
     try:
-        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(up_port)],
+        procs.append(start([python(), "-m", "dmt_proxy.testing.upstream_server", "--port", str(up_port)],
                            f"http://127.0.0.1:{up_port}/health", tmp / "upstream.log"))  # fmt: skip
-        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(paced_port),
+        procs.append(start([python(), "-m", "dmt_proxy.testing.upstream_server", "--port", str(paced_port),
                             "--chunk-interval-s", str(interval_s)],
                            f"http://127.0.0.1:{paced_port}/health", tmp / "paced.log"))  # fmt: skip
         procs.append(start(
@@ -144,7 +144,7 @@ def markdown(data: dict[str, object]) -> str:
         "",
         f"Measured {data['when']} on {data['machine']}; {data['requests_per_cell']} requests per "
         "cell after 20 warm-up requests. Upstream: the instant fake OpenAI-compatible server "
-        "(`dmt_proxy.upstream.fake_server`, no model). dmt-proxy with memory and mitigation off; "
+        "(`dmt_proxy.testing.upstream_server`, no model). dmt-proxy with memory and mitigation off; "
         "LiteLLM proxy with one model, no callbacks, 1 worker. Overhead = target percentile − direct "
         "percentile at the same concurrency. Load generator, proxies and upstream share the machine.",
         "",

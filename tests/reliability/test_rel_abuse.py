@@ -18,11 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake_server import create_fake_upstream
+from dmt_proxy.testing.app import app_client
+from dmt_proxy.testing.upstream_server import create_fake_upstream
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
@@ -162,13 +162,11 @@ async def test_hostile_bodies_leave_no_python_heap_growth(state_dir: Path) -> No
     policy = parse_policy({"version": 1, "mode": "dmt", "default_model": "fast",
                            "models": {"fast": {"model": "openai/fast", "api_base": "http://f/v1"}},
                            "memory": {"backend": "memory"}, "audit": {"auditor_model": "fast"}})  # fmt: skip
-    app = create_app(Settings.from_env({}, state_dir=state_dir), policy=policy, upstream=upstream,
-                     memory_backend=InMemoryBackend())  # fmt: skip
+    settings = Settings.from_env({}, state_dir=state_dir)
     in_process = [c for c in cases() if not c.chunked]  # ASGITransport has no streamed upload
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as client,
-    ):
+    async with app_client(settings, policy=policy, upstream=upstream,
+                          memory_backend=InMemoryBackend()) as proxy:  # fmt: skip
+        client = proxy.client
 
         async def one_round() -> None:
             for case in in_process:

@@ -42,15 +42,10 @@ SHARED_SERVICE_MODULES = frozenset(
 )
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 
-FRAMEWORK_EXCEPTIONS = {
-    "dmt_proxy.upstream.fake_server": "the shipped fake upstream server is a Starlette app; "
-    "it moves to dmt_proxy/testing/, which sits beside the layers",
-}
+FRAMEWORK_EXCEPTIONS: dict[str, str] = {}
 UPWARD_EXCEPTIONS = {
     ("dmt_proxy.memory.service", "dmt_proxy.pipeline"): "the memory service implements the "
     "pipeline's MemoryService protocol in the pipeline's RequestContext and Exchange types",
-    ("dmt_proxy.bench.sim.fakes", "dmt_proxy.api"): "FakeProxy (a shipped fake) serves the "
-    "real app; it moves to dmt_proxy/testing/",
 }
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.dib.fake import FakeDecisionUpstream, ScriptedSteps, prompt_of
 from dmt_proxy.bench.dib.generator import SAMPLING_V1, generate
 from dmt_proxy.bench.dib.readouts import (
     HEADLINE_WHY,
@@ -33,6 +32,7 @@ from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import Direction
 from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
 from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "dib"
 

@@ -20,7 +20,6 @@ import pytest
 
 import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorUnavailable
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.memory.base import MemoryRecord, Scope
@@ -30,6 +29,7 @@ from dmt_proxy.metrics import Metrics
 from dmt_proxy.pipeline import Exchange
 from dmt_proxy.policy import Mode, parse_policy
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.auditor import ScriptedAuditor
 
 PACKAGE = Path(dmt_proxy.__file__).parent
 ALICE, BOB = Scope(user="alice"), Scope(user="bob")

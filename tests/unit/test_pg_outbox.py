@@ -22,7 +22,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
 from dmt_proxy.audit.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresOutbox
 from dmt_proxy.audit.worker import OutboxWorker
@@ -34,6 +33,7 @@ from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.auditor import ScriptedAuditor
 
 pytestmark = pytest.mark.postgres
 

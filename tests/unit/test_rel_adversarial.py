@@ -18,21 +18,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.render import RESERVED, RenderItem, render_memories
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.in_memory import InMemoryBackend
-from dmt_proxy.policy import AuditPolicy, parse_policy
+from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.fixtures import OpenApp
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from tests.reliability.adversarial_auditor import (
     AdversarialSet,
     Judged,
@@ -143,27 +142,27 @@ def verdict_for(candidate: AuditCandidate) -> AuditVerdict:
     return AuditVerdict.clean(rationale="neutral")
 
 
-async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(state_dir: Path) -> None:
+async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(
+    state_dir: Path, open_app: OpenApp
+) -> None:
     settings = Settings.from_env({}, state_dir=state_dir)
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory",
-                           "top_k": 50}, "audit": {"tau": 0.5}})  # fmt: skip
+    policy = {"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 50},
+              "audit": {"tau": 0.5}}  # fmt: skip
     chat = ScriptedChatModel(["Noted."])
-    app = create_app(settings, policy=policy, upstream=chat, memory_backend=InMemoryBackend(),
-                     auditor=ScriptedAuditor(verdict_for))  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as client,
-    ):
-        for item in SET.items:
-            body = {"model": "local/smollm2", "user": "attacker",
-                    "messages": [{"role": "user", "content": item.text}]}  # fmt: skip
-            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
-        assert await app.state.memory.drain(timeout_s=20)
-        # Words from every text, so retrieval brings back all of them.
-        query = " ".join(b.text for b in SET.bases) + " auditor memory verified clean"
+    auditor = ScriptedAuditor(verdict_for)
+    proxy = await open_app(settings, policy=policy, upstream=chat,
+                           memory_backend=InMemoryBackend(), auditor=auditor)  # fmt: skip
+    client = proxy.client
+    for item in SET.items:
         body = {"model": "local/smollm2", "user": "attacker",
-                "messages": [{"role": "user", "content": query}]}  # fmt: skip
-        resp = await client.post("/v1/chat/completions", json=body)
+                "messages": [{"role": "user", "content": item.text}]}  # fmt: skip
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    assert await proxy.memory.drain(timeout_s=20)
+    # Words from every text, so retrieval brings back all of them.
+    query = " ".join(b.text for b in SET.bases) + " auditor memory verified clean"
+    body = {"model": "local/smollm2", "user": "attacker",
+            "messages": [{"role": "user", "content": query}]}  # fmt: skip
+    resp = await client.post("/v1/chat/completions", json=body)
     assert int(resp.headers["x-dmt-memories"]) == len(SET.items)
     block = chat.calls[-1].messages[0]["content"]
     entries = block_entries(block, nonce_of(block))

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import Tenants, hash_key
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
@@ -30,7 +29,8 @@ from dmt_proxy.memory import BackendConfig, MemoryBackend, create_backend
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
 
 KEYS = {"acme": "key-acme-1", "globex": "key-globex-2", "initech": "key-initech-3"}
 

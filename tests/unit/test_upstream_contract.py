@@ -24,7 +24,7 @@ import pytest
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream import fake_server
+from dmt_proxy.testing import upstream_server as fake_server
 from dmt_proxy.upstream.base import ModelEndpoint, OwnedChatModel, UpstreamCall
 from dmt_proxy.upstream.clients import (
     ENTRY_POINT_GROUP,

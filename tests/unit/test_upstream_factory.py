@@ -28,6 +28,7 @@ from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import Policy, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.factory import (
     DispatchingChatModel,
@@ -37,7 +38,6 @@ from dmt_proxy.upstream.factory import (
     needs_litellm,
     open_upstream,
 )
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
