@@ -8,18 +8,25 @@ filled from the function's JSON schema: string properties get the last word of
 the user's message, numbers the step number, booleans ``true``.
 
 ``ToolLoopChatModel`` is the in-process ``ChatModel``; the same replies are
-served over HTTP by ``python -m dmt_proxy.upstream.fake_server --tool-steps N``,
-so a real agent framework can run a tool round trip against a real proxy process.
+served over HTTP by ``python -m dmt_proxy.upstream.tool_fake --tool-steps N``
+(with a ``/v1/embeddings`` of deterministic vectors), so a real agent framework
+can run a tool round trip against a real proxy process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from dmt_proxy.openai_types import (
     ChatCompletion,
@@ -169,3 +176,82 @@ class ToolLoopChatModel:
         """The same reply as ``complete``, as stream chunks."""
         for chunk in self._plan(call).chunks(call.endpoint.model):
             yield chunk
+
+
+def fake_vector(text: str, dims: int = 8) -> list[float]:
+    """A deterministic unit vector of ``text`` (for the fake ``/v1/embeddings``)."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    raw = [b - 127.5 for b in digest[:dims]]
+    norm = sum(v * v for v in raw) ** 0.5 or 1.0
+    return [v / norm for v in raw]
+
+
+def create_tool_upstream(*, tool_steps: int = 1, answer: str = PLAIN_ANSWER) -> Starlette:
+    """The scripted tool model as an OpenAI-compatible ASGI app.
+
+    ``GET /requests`` lists what each chat request carried (its message roles, its
+    tool names, the ``tool`` messages' contents), so a test can check the round trip.
+    """
+    seen: list[dict[str, Any]] = []
+
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        messages = list(body.get("messages") or [])
+        params = {k: v for k, v in body.items() if k not in ("messages", "model", "stream")}
+        seen.append({"roles": [m.get("role") for m in messages],
+                     "tools": [(t.get("function") or {}).get("name") for t in params.get("tools") or []],
+                     "tool_results": [_text(m.get("content")) for m in messages
+                                      if m.get("role") == "tool"]})  # fmt: skip
+        plan = ToolPlan(messages, params, tool_steps=tool_steps, answer=answer)
+        model = str(body.get("model", "fake"))
+        if not body.get("stream"):
+            return Response(plan.completion(model).wire_json(), media_type="application/json")
+
+        async def events() -> AsyncIterator[bytes]:
+            for chunk in plan.chunks(model):
+                yield b"data: " + chunk.wire_json() + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def embeddings(request: Request) -> Response:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)}
+                for i, t in enumerate(texts)]  # fmt: skip
+        tokens = sum(len(str(t).split()) for t in texts)
+        return JSONResponse({"object": "list", "data": data, "model": body.get("model"),
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})  # fmt: skip
+
+    async def requests(_: Request) -> Response:
+        return JSONResponse({"requests": seen})
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok", "requests": len(seen)})
+
+    return Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/requests", requests),
+        Route("/health", health),
+    ])  # fmt: skip
+
+
+def main() -> None:
+    """``python -m dmt_proxy.upstream.tool_fake --port 9101 --tool-steps 1``."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=9101)
+    parser.add_argument("--tool-steps", type=int, default=1,
+                        help="tool calls per user turn before the text answer")  # fmt: skip
+    parser.add_argument("--answer", default=PLAIN_ANSWER, help="the reply without tools")
+    args = parser.parse_args()
+    app = create_tool_upstream(tool_steps=args.tool_steps, answer=args.answer)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
