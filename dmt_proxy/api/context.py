@@ -3,6 +3,7 @@ tenant, the memory scope, the mode and memory headers, and the response headers.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from fastapi import Request
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from dmt_proxy.api.auth import Tenants, scoped_user
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.memory.base import Scope
+from dmt_proxy.openai_types import ChatCompletionChunk
 from dmt_proxy.pipeline import MemoryAccess, RequestContext
 from dmt_proxy.policy import Mode
 
@@ -74,3 +76,17 @@ def response_headers(ctx: RequestContext) -> dict[str, str]:
 def sse(data: bytes) -> bytes:
     """One server-sent event carrying ``data``."""
     return b"data: " + data + b"\n\n"
+
+
+async def first_chunk(
+    chunks: AsyncGenerator[ChatCompletionChunk, None],
+) -> ChatCompletionChunk | None:
+    """The stream's first chunk, pulled before answering so that an upstream failure is
+    still a proper 502/504 (``None``: the upstream sent nothing)."""
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        return None
+    except BaseException:
+        await chunks.aclose()
+        raise

@@ -10,7 +10,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dmt_proxy.api.bodies import parse_json_object, read_body, validate_body
-from dmt_proxy.api.context import authenticate, build_context, response_headers, sse
+from dmt_proxy.api.context import (
+    authenticate,
+    build_context,
+    first_chunk,
+    response_headers,
+    sse,
+)
 from dmt_proxy.api.errors import error_body
 from dmt_proxy.api.openapi import CHAT_RESPONSES, ModelList, error_responses
 from dmt_proxy.errors import InvalidRequest, RequestError, UpstreamError
@@ -48,14 +54,7 @@ async def chat_completions(request: Request) -> Response:
                         headers=response_headers(ctx))  # fmt: skip
 
     chunks = pipeline.stream(req, ctx)
-    # Pull the first chunk before answering so an upstream failure is a proper 502/504.
-    try:
-        first = await anext(chunks)
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await chunks.aclose()
-        raise
+    first = await first_chunk(chunks)
     headers = response_headers(ctx)
     state.metrics.overhead.labels("true").observe(ctx.overhead_ms() / 1000.0)
 
