@@ -20,8 +20,9 @@ opens, as chat streams send them one after the other.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from pydantic_core import to_json
 
 from dmt_proxy.openai_types import ChatCompletionChunk, ToolCall
 from dmt_proxy.responses.protocol import (
@@ -52,16 +53,25 @@ class ResponseEvents:
     def _event(self, kind: str, **fields: Any) -> bytes:
         payload = {"type": kind, **fields, "sequence_number": self._seq}
         self._seq += 1
-        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        return f"event: {kind}\ndata: {data}\n\n".encode()
+        # pydantic-core's encoder: ~4x faster than json.dumps for these small dicts.
+        return b"event: " + kind.encode() + b"\ndata: " + to_json(payload) + b"\n\n"
+
+    def _text_delta(self, item_id: str, index: int, text: str) -> bytes:
+        # The most frequent event, one per upstream chunk: written directly.
+        self._seq += 1
+        return (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                b'"item_id":"' + item_id.encode() + b'","output_index":' + str(index).encode()
+                + b',"content_index":0,"delta":' + to_json(text) + b',"logprobs":[],'
+                b'"sequence_number":' + str(self._seq - 1).encode() + b"}\n\n")  # fmt: skip
 
     def _dump(self) -> dict[str, Any]:
         return self.response.model_dump(mode="json")
 
     def start(self) -> list[bytes]:
         """``response.created`` and ``response.in_progress``."""
-        return [self._event("response.created", response=self._dump()),
-                self._event("response.in_progress", response=self._dump())]  # fmt: skip
+        shell = self._dump()
+        return [self._event("response.created", response=shell),
+                self._event("response.in_progress", response=shell)]  # fmt: skip
 
     def _add(self, item: OutputItem) -> list[bytes]:
         events = self._close()
@@ -119,9 +129,7 @@ class ResponseEvents:
             item = self._open
             assert item is not None
             self._text.append(text)
-            events.append(self._event("response.output_text.delta", item_id=item.id,
-                                      output_index=len(self.response.output) - 1,
-                                      content_index=0, delta=text, logprobs=[]))  # fmt: skip
+            events.append(self._text_delta(item.id, len(self.response.output) - 1, text))
         for fragment in choice.delta.tool_calls or []:
             events += self._tool_fragment(fragment)
         return events
