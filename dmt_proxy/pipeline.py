@@ -4,6 +4,20 @@
 memories and assembles the upstream messages; the upstream is called; ``finish``
 hands the exchange to the memory writer (never awaited by the client beyond an
 enqueue). Streaming differs only in how the upstream's answer is delivered.
+Every route (``/v1/chat/completions``, ``/v1/responses``) goes through here.
+
+The unit of memory is a user turn, not a request (``dmt_proxy.turns``). In an
+agent's tool loop every step repeats the user's last message:
+
+* retrieval runs at the turn's first step; later steps (messages after the last
+  user message) reuse it from a bounded, expiring ``TurnCache`` instead of
+  embedding and searching the same text again;
+* a step whose answer ends in ``tool_calls`` writes nothing; the step that
+  answers in text writes the turn: the user's last message and that final answer;
+* tool outputs are never part of what is written or audited: the stored text is
+  ``User: <last user message> / Assistant: <final answer>``. Tool results are
+  third-party text (a web page, a database row), not the user's words, and
+  auditing them as the user's would tag the user for what a tool returned.
 """
 
 from __future__ import annotations
@@ -21,6 +35,7 @@ from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.policy import Mode, Policy
 from dmt_proxy.resources import prompt_path
+from dmt_proxy.turns import Retrieval, Turn, TurnCache, TurnKey, turn_of
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.registry import ModelRegistry
 
@@ -67,8 +82,8 @@ class Exchange:
 class MemoryService(Protocol):
     """The memory side of the pipeline: retrieval before, write-behind after."""
 
-    async def context_messages(self, ctx: RequestContext, query: str) -> list[dict[str, Any]]:
-        """System messages carrying the user's retrieved memories ([] if none)."""
+    async def retrieve(self, ctx: RequestContext, query: str) -> Retrieval:
+        """System messages carrying the user's memories relevant to ``query``, and headers."""
         ...
 
     async def record(self, exchange: Exchange) -> None:
@@ -79,7 +94,11 @@ class MemoryService(Protocol):
 @dataclass(frozen=True)
 class Prepared:
     call: UpstreamCall
-    query: str
+    turn: Turn
+
+
+TOOL_STEP_NOTE = "skipped; tool-call step (the turn's final answer is written)"
+"""``x-dmt-memory-write`` of a step that ends in tool calls."""
 
 
 class ChatPipeline:
@@ -93,8 +112,10 @@ class ChatPipeline:
         policy: Policy,
         metrics: Metrics,
         memory: MemoryService | None = None,
+        turns: TurnCache | None = None,
     ) -> None:
         """``registry`` endpoints carry the upstream timeout and retry budget."""
+        self._turns = turns if turns is not None else TurnCache()
         self._upstream = upstream
         self._registry = registry
         self._policy = policy
@@ -106,7 +127,7 @@ class ChatPipeline:
         await self._registry.ensure_providers(req.model)
         endpoint = self._registry.resolve(req.model)
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        query = req.last_user_text()
+        turn = turn_of(req.messages)
         injected: list[dict[str, Any]] = []
         if ctx.mode.uses_ssp:
             injected.append({"role": "system", "content": self._ssp_text})
@@ -118,23 +139,47 @@ class ChatPipeline:
         elif self._memory is None:
             ctx.headers["x-dmt-memory"] = "disabled"
         else:
-            injected.extend(await self._memory.context_messages(ctx, query))
+            injected.extend(await self._retrieve(self._memory, ctx, turn))
         # Injected context goes first so the client's own system prompt keeps the last word.
         call = UpstreamCall(endpoint, messages=injected + messages, params=req.upstream_params())
-        return Prepared(call=call, query=query)
+        return Prepared(call=call, turn=turn)
 
-    async def _finish(self, prepared: Prepared, ctx: RequestContext, answer: str) -> None:
+    async def _retrieve(
+        self, memory: MemoryService, ctx: RequestContext, turn: Turn
+    ) -> list[dict[str, Any]]:
+        """The turn's retrieval: searched at its first step, reused by the later ones."""
+        assert ctx.scope is not None
+        key = None
+        if turn.query:
+            key = TurnKey(user=ctx.scope.user, mode=ctx.mode.value, turn=turn.key)
+        cached = self._turns.get(key) if key is not None and turn.continuation else None
+        if cached is not None:
+            ctx.headers.update(cached.headers)
+            ctx.headers["x-dmt-memory-retrieval"] = "reused (same user turn)"
+            return list(cached.messages)
+        retrieval = await memory.retrieve(ctx, turn.query)
+        ctx.headers.update(retrieval.headers)
+        if key is not None:
+            self._turns.put(key, retrieval)
+        return list(retrieval.messages)
+
+    async def _finish(
+        self, prepared: Prepared, ctx: RequestContext, answer: str, *, tool_step: bool = False
+    ) -> None:
         if (
             self._memory is None
             or ctx.scope is None
             or ctx.memory is not MemoryAccess.READ_WRITE
-            or not prepared.query
+            or not prepared.turn.query
         ):
+            return
+        if tool_step:
+            ctx.headers["x-dmt-memory-write"] = TOOL_STEP_NOTE
             return
         await self._memory.record(
             Exchange(
                 scope=ctx.scope,
-                query=prepared.query,
+                query=prepared.turn.query,
                 answer=answer,
                 request_id=ctx.request_id,
                 mode=ctx.mode,
@@ -169,7 +214,7 @@ class ChatPipeline:
             ctx.upstream_seconds += elapsed
             self._metrics.upstream_duration.labels(endpoint.kind, "false").observe(elapsed)
         completion.model = endpoint.name
-        await self._finish(prepared, ctx, completion.text())
+        await self._finish(prepared, ctx, completion.text(), tool_step=completion.calls_tools())
         return completion
 
     async def stream(
@@ -179,6 +224,7 @@ class ChatPipeline:
         prepared = await self._prepare(req, ctx)
         endpoint = prepared.call.endpoint
         parts: list[str] = []
+        tool_step = False
         waiting_since: float | None = time.perf_counter()
         finished = False
         try:
@@ -188,6 +234,7 @@ class ChatPipeline:
                     waiting_since = None
                 chunk.model = endpoint.name
                 parts.append(chunk.text())
+                tool_step = tool_step or chunk.calls_tools()
                 # Time spent yielding to the client is the client's, not the proxy's.
                 yield chunk
                 waiting_since = time.perf_counter()
@@ -203,4 +250,4 @@ class ChatPipeline:
             )
             if not finished:
                 log.info("stream %s ended early; its exchange is not written", ctx.request_id)
-        await self._finish(prepared, ctx, "".join(parts))
+        await self._finish(prepared, ctx, "".join(parts), tool_step=tool_step)

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,6 +41,7 @@ from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.turns import Retrieval
 from dmt_proxy.upstream.base import ChatModel
 from dmt_proxy.upstream.registry import ModelRegistry
 
@@ -131,13 +131,13 @@ class DurableMemoryService:
 
     # -- the request path --------------------------------------------------------
 
-    async def context_messages(self, ctx: RequestContext, query: str) -> list[dict[str, Any]]:
+    async def retrieve(self, ctx: RequestContext, query: str) -> Retrieval:
         """System messages carrying the memories of ``ctx.scope`` relevant to ``query``."""
         assert ctx.scope is not None, "the pipeline asks for memories only with a scope"
-        ctx.headers["x-dmt-memory"] = ctx.memory.value
+        headers = {"x-dmt-memory": ctx.memory.value}
         top_k = self._policy.memory.top_k
         if top_k == 0 or not query.strip():
-            return []
+            return Retrieval(headers=headers)
         started = time.perf_counter()
         try:
             hits = await asyncio.wait_for(
@@ -147,17 +147,15 @@ class DurableMemoryService:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
             log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
             self._metrics.memory_skipped.labels("store_unavailable").inc()
-            ctx.headers["x-dmt-memory"] = (
-                f"unavailable ({type(exc).__name__}); answered without memory"
-            )
-            return []
+            headers["x-dmt-memory"] = f"unavailable ({type(exc).__name__}); answered without memory"
+            return Retrieval(headers=headers, reusable=False)
         finally:
             self._metrics.retrieval_duration.labels(self._backend_name).observe(
                 time.perf_counter() - started
             )
         min_score = self._policy.memory.min_score
         records = [h.record for h in hits if min_score is None or h.score >= min_score]
-        ctx.headers["x-dmt-memories"] = str(len(records))
+        headers["x-dmt-memories"] = str(len(records))
         items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
         text = render_memories(
             items,
@@ -165,7 +163,8 @@ class DurableMemoryService:
             instruction=self._instruction,
             show_instruction=ctx.mode.shows_instruction,
         )
-        return [{"role": "system", "content": text}] if text else []
+        return Retrieval(messages=[{"role": "system", "content": text}] if text else [],
+                         headers=headers)  # fmt: skip
 
     async def record(self, exchange: Exchange) -> None:
         """Durably enqueue ``exchange`` for auditing and storage; returns after the commit."""
