@@ -25,70 +25,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.memory.base import Scope
+from dmt_proxy.exchange import Exchange, MemoryAccess, MemoryService, RequestContext
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
-from dmt_proxy.policy import Mode, Policy
+from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
-from dmt_proxy.turns import Retrieval, Turn, TurnCache, TurnKey, turn_of
+from dmt_proxy.turns import Turn, TurnCache, TurnKey, turn_of
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
-
-
-class MemoryAccess(str, Enum):
-    """What a request may do with memory (header ``X-DMT-Memory``)."""
-
-    READ_WRITE = "read-write"
-    READ_ONLY = "read-only"
-    OFF = "off"
-
-
-@dataclass
-class RequestContext:
-    """Per-request facts gathered by the API layer, plus what the pipeline reports back."""
-
-    request_id: str
-    mode: Mode
-    memory: MemoryAccess
-    scope: Scope | None
-    """The memory scope, built once by the API layer (``None``: the request names no user)."""
-    started: float = field(default_factory=time.perf_counter)
-    upstream_seconds: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-    """Response headers the pipeline wants the client to see (``x-dmt-*``)."""
-
-    def overhead_ms(self) -> float:
-        return max(0.0, (time.perf_counter() - self.started - self.upstream_seconds) * 1000.0)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """A finished interaction ``(q_t, r_t)``, the unit written to memory."""
-
-    scope: Scope
-    query: str
-    answer: str
-    request_id: str
-    mode: Mode
-
-
-class MemoryService(Protocol):
-    """The memory side of the pipeline: retrieval before, write-behind after."""
-
-    async def retrieve(self, ctx: RequestContext, query: str) -> Retrieval:
-        """System messages carrying the user's memories relevant to ``query``, and headers."""
-        ...
-
-    async def record(self, exchange: Exchange) -> None:
-        """Durably enqueue ``exchange`` for auditing and storage; must return fast."""
-        ...
 
 
 @dataclass(frozen=True)

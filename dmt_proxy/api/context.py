@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from dmt_proxy.api.auth import Tenants, scoped_user
 from dmt_proxy.errors import InvalidRequest
+from dmt_proxy.exchange import MemoryAccess, RequestContext
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.openai_types import ChatCompletionChunk
-from dmt_proxy.pipeline import MemoryAccess, RequestContext
 from dmt_proxy.policy import Mode
 
 

@@ -33,10 +33,10 @@ from dmt_proxy.audit.registry import build_auditor
 from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.audit.worker import OutboxWorker, drain
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
 from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.pipeline import Exchange, RequestContext
 from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.settings import Settings

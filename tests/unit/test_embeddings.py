@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from openai import AsyncOpenAI, NotFoundError
 
 from dmt_proxy.api import create_app
@@ -23,6 +22,7 @@ from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingRouter, encode
 from dmt_proxy.upstream.factory import FALLBACK_PROVIDERS
 from dmt_proxy.upstream.registry import ModelRegistry

@@ -22,11 +22,11 @@ import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorUnavailable
 from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.worker import OutboxWorker
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.pipeline import Exchange
 from dmt_proxy.policy import Mode, parse_policy
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.testing.auditor import ScriptedAuditor

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 from dmt_proxy.api import create_app
 from dmt_proxy.errors import ModelNotFound
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.factory import FALLBACK_PROVIDERS
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
 from dmt_proxy.upstream.registry import ModelRegistry

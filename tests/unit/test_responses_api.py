@@ -17,8 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from dmt_proxy.audit.fake import ScriptedAuditor
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from openai import AsyncOpenAI
 from openai.types.responses import Response as SDKResponse
 from openai.types.responses import ResponseStreamEvent
@@ -30,6 +28,8 @@ from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, Usage
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.tool_upstream import ToolLoopChatModel
 from dmt_proxy.upstream.base import ChatModel, UpstreamCall
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from dmt_proxy.audit.fake import ScriptedAuditor
 
 from dmt_proxy.api import create_app
 from dmt_proxy.memory.base import MemoryRecord, Scope
@@ -26,6 +25,7 @@ from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.openai_types import ChatMessage
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.tool_upstream import TOOL_ANSWER_PREFIX, ToolLoopChatModel
 from dmt_proxy.turns import Retrieval, TurnCache, TurnKey, turn_of
 
