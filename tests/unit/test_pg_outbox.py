@@ -109,7 +109,7 @@ def start_dead_worker(
     ready, _, _ = select.select([proc.stdout], [], [], 120)
     line = proc.stdout.readline().decode() if ready else ""
     if not line:
-        proc.kill()
+        kill(proc)
         raise AssertionError(f"dead worker did not report (exit {proc.poll()})")
     return proc, line.split()[1:]
 
@@ -117,6 +117,8 @@ def start_dead_worker(
 def kill(proc: subprocess.Popen[bytes]) -> None:
     proc.kill()  # SIGKILL: no lease released, no heartbeat any more
     proc.wait(timeout=10)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 async def reclaim(outbox: PostgresOutbox, timeout_s: float = 30.0) -> list[OutboxItem]:
