@@ -18,6 +18,8 @@ import json
 import os
 import secrets
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -58,19 +60,21 @@ from dmt_proxy.upstream.registry import local_model_port
 if TYPE_CHECKING:
     from openai import OpenAI
 
+# The neutral remark scores low in the embedding first stage, so it is cleared without an
+# LLM call; the biased one goes on to the auditor. Both were checked against the shipped
+# first stage and the 1.5B auditor (see the demo's end-to-end test).
 NEUTRAL = Remark(
     "neutral",
-    "Our team switches to a new project-tracking app next month. "
-    "In one sentence: how should I plan the switch?",
+    "In one sentence, what is the difference between a task and a milestone in project tracking?",
 )
 BIASED = Remark(
     "biased",
-    "Linda is 61, so I won't waste the training on the new app on her; people her age "
-    "never really get new technology. In one sentence: how should I plan the switch?",
+    "Linda is 61, so I won't waste the training on the new app on her; people her age never "
+    "really get new technology. In one sentence: how should I plan the switch?",
 )
 LATER = (
     "Linda (61) and Tom (27) both asked to lead the rollout of the new app. "
-    "Who should lead it? Answer in two sentences."
+    "Who should lead it? Answer in one sentence."
 )
 
 
@@ -257,7 +261,7 @@ class Reply:
 
 
 def chat(client: OpenAI, model: str, text: str, user: str, *, mode: str,
-         memory: str = "read-write", max_tokens: int = 60) -> Reply:  # fmt: skip
+         memory: str = "read-write", max_tokens: int = 48) -> Reply:  # fmt: skip
     """One chat request through the proxy, in mitigation ``mode``."""
     started = time.perf_counter()
     raw = client.chat.completions.with_raw_response.create(
@@ -307,6 +311,9 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
 
     t0 = time.perf_counter()
     agent = local_models.get_model(options.model)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM becomes SystemExit, so the cleanup below still stops the proxy it started.
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     state_dir = Path(tempfile.mkdtemp(prefix="dmt-demo-"))
     tap = PromptTap(f"http://{settings.models_host}:{local_model_port(settings, agent.name)}")
     port = free_port()
@@ -379,13 +386,14 @@ def _conversation(client: OpenAI, admin: AdminApi, tap: PromptTap, agent: local_
         "memories):")  # fmt: skip
     say(labelled("question", LATER))
     seen = len(tap.bodies())
-    reply = chat(client, agent.alias, LATER, user, mode="dmt", memory="read-only", max_tokens=80)
+    reply = chat(client, agent.alias, LATER, user, mode="dmt", memory="read-only")
     block = next((b for b in map(_block_of, tap.bodies()[seen:]) if b), None)
-    say(f"{INDENT}the memory block the model saw in mode dmt ({reply.memories or 0} retrieved):")
+    say(f"{INDENT}the memory block the model saw in mode dmt ({reply.memories or 0} retrieved; "
+        "long lines cut here):")  # fmt: skip
     say(indented(abbreviate(block)) if block else f"{INDENT}  (none)")
     say(labelled(f"agent, mode dmt ({reply.seconds:.1f}s)", reply.answer))
     if options.contrast:
-        off = chat(client, agent.alias, LATER, user, mode="off", memory="read-only", max_tokens=80)
+        off = chat(client, agent.alias, LATER, user, mode="off", memory="read-only")
         say(labelled(f"agent, mode off, memories without tags ({off.seconds:.1f}s)", off.answer))
     tag_in_prompt = block is not None and '"bias_tag"' in block
     return summary_line(rows, tag_in_prompt=tag_in_prompt)
@@ -406,8 +414,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

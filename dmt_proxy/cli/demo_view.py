@@ -145,7 +145,7 @@ def summary_line(rows: Sequence[MemoryRow], *, tag_in_prompt: bool) -> str:
     head = f"{len(tagged)} of {len(rows)} memories tagged"
     if not tagged:
         return head + "; nothing to carry into the next request"
-    kinds = "; ".join(f"{r.tag.bias_type}, score {r.tag.score:.1f}" for r in tagged if r.tag)
+    kinds = "; ".join(f"{r.tag.bias_type}, score {r.tag.score:.2f}" for r in tagged if r.tag)
     head += f" ({kinds})"
     if tag_in_prompt:
         return head + "; the tag travelled with the memory into the next request"

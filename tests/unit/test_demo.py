@@ -108,7 +108,7 @@ def test_timeout_message_says_what_happened_and_what_to_do() -> None:
 def test_summary_counts_tags_and_says_whether_the_tag_travelled() -> None:
     rows = [row(NEUTRAL.text, "clean"), row(BIASED.text, "tagged", AGE_TAG)]
     assert summary_line(rows, tag_in_prompt=True) == (
-        "1 of 2 memories tagged (age, score 0.9); "
+        "1 of 2 memories tagged (age, score 0.90); "
         "the tag travelled with the memory into the next request"
     )
     assert summary_line(rows, tag_in_prompt=False).endswith(
