@@ -73,9 +73,11 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from dmt_proxy.cli.demo import run_demo
+    from dmt_proxy.cli.demo import DemoOptions, run_demo
 
-    return run_demo(settings, args.model, args.question, args.user)
+    options = DemoOptions(model=args.model, user=args.user, audit_timeout_s=args.audit_timeout,
+                          contrast=not args.no_contrast)  # fmt: skip
+    return run_demo(settings, options)
 
 
 def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
@@ -165,13 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tenants.set_defaults(func=cmd_tenants)
 
-    demo = sub.add_parser("demo", help="start the local model and the proxy, send one real request")
-    demo.add_argument("--model", default="qwen2.5-0.5b", help="local model (default qwen2.5-0.5b)")
-    demo.add_argument("--user", default="demo-user", help="memory scope of the request")
-    demo.add_argument(
-        "--question",
-        default="In two sentences: why should an AI agent's long-term memory be audited for bias?",
+    demo = sub.add_parser(
+        "demo",
+        help="show the proxy at work with the local models: two remarks, their audit verdicts, "
+        "and a later request whose memories carry the bias tag",
     )
+    demo.add_argument(
+        "--model", default="qwen2.5-0.5b", help="local agent model (default qwen2.5-0.5b)"
+    )
+    demo.add_argument("--user", default="demo-user", help="memory scope of the demo's requests")
+    demo.add_argument(
+        "--audit-timeout", type=float, default=120.0, metavar="SECONDS",
+        help="how long to wait for the auditor's verdicts (default 120)",
+    )  # fmt: skip
+    demo.add_argument(
+        "--no-contrast", action="store_true",
+        help="skip asking the later question again in mode off",
+    )  # fmt: skip
     demo.set_defaults(func=cmd_demo)
     return parser
 
