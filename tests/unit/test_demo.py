@@ -158,7 +158,7 @@ def test_demo_policy_routes_the_agent_through_the_relay_and_keeps_the_rest(tmp_p
     registry = ModelRegistry(settings, policy, frozenset())
     route = registry.resolve(agent.alias)
     assert route.api_base == "http://127.0.0.1:9/v1"
-    assert route.litellm_model == "openai/qwen2.5-0.5b"
+    assert route.model == "openai/qwen2.5-0.5b"
     # The auditor still goes straight to its own server.
     assert registry.resolve(policy.audit.auditor_model).api_base != route.api_base
 
