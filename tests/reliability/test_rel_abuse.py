@@ -64,20 +64,29 @@ def cases() -> list[Case]:
     many = json.dumps({"model": "fast", "messages": tiny}).encode()
     assert len(many) < LIMIT
     deep_in_message = (
-        '{"model":"fast","messages":[{"role":"user","content":"hi","x":'
-        + nested(100_000)
-        + "}]}"
+        '{"model":"fast","messages":[{"role":"user","content":"hi","x":' + nested(100_000) + "}]}"
     ).encode()
     return [
         Case("oversized, declared length", chat_body("x" * (LIMIT + 10)), 413),
         Case("oversized, chunked", chat_body("x" * (LIMIT + 10)), 413, chunked=True),
         Case("100k nested arrays", b"[" * 100_000 + b"]" * 100_000, 400),
         Case("100k nested objects inside a message", deep_in_message, 400),
-        Case("900 nested objects (parses, over the depth limit)",
-             chat_body(extra_field=json.loads(nested(900))), 400),
+        Case(
+            "900 nested objects (parses, over the depth limit)",
+            chat_body(extra_field=json.loads(nested(900))),
+            400,
+        ),
         Case("100 nested objects (legal)", chat_body(extra_field=json.loads(nested(100))), 200),
-        Case("invalid UTF-8", b'{"model":"fast","messages":[{"role":"user","content":"\xff\xfe\xc3"}]}', 400),
-        Case("lone surrogate escape", b'{"model":"fast","messages":[{"role":"user","content":"\\ud800"}]}', 400),
+        Case(
+            "invalid UTF-8",
+            b'{"model":"fast","messages":[{"role":"user","content":"\xff\xfe\xc3"}]}',
+            400,
+        ),
+        Case(
+            "lone surrogate escape",
+            b'{"model":"fast","messages":[{"role":"user","content":"\\ud800"}]}',
+            400,
+        ),
         Case("surrogate pair escape (emoji)", chat_body("smile \U0001f600"), 200),
         Case("NUL and control characters", chat_body("a\u0000b\u001bc\u202e"), 200),
         Case("not JSON", b"\x00\x01 definitely not json", 400),
@@ -137,7 +146,10 @@ def test_hostile_bodies_get_4xx_and_memory_stays_bounded(
     assert 'status="500"' not in metrics
     assert httpx.get(f"http://127.0.0.1:{proxy.port}/healthz", timeout=5).status_code == 200
     # A legal 3.5 MB message with a user is remembered, cut to the record bound.
-    assert send(proxy, Case("big, remembered", chat_body("word " * 700_000, user="abuser"), 200)) == 200
+    assert (
+        send(proxy, Case("big, remembered", chat_body("word " * 700_000, user="abuser"), 200))
+        == 200
+    )
     wait_outbox_empty(proxy.base_url, timeout_s=60)
     rows = admin_memories(proxy.base_url, "abuser")
     assert [r["audit_status"] for r in rows] == ["clean"]

@@ -78,7 +78,9 @@ async def test_sigkill_mid_load_loses_no_acknowledged_write(
             killed["sent"] = len(run.outcomes)
 
     await load.run(kill_mid_load)
-    assert killed, f"the load finished before {kill_after} answers: {Counter(o.status for o in load.outcomes)}"
+    assert killed, (
+        f"the load finished before {kill_after} answers: {Counter(o.status for o in load.outcomes)}"
+    )
     acked = load.acknowledged
     queued_at_kill = outbox_depth(state)
     assert queued_at_kill > 0, "nothing was queued at the kill; the test proves nothing"

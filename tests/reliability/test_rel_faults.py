@@ -72,7 +72,12 @@ def test_upstream_and_auditor_faults_in_a_real_process(
     tmp_path: Path,
     report: Callable[[str], None],
 ) -> None:
-    ok, broken, slow, trunc = fakes(), fakes("--fail-status", "503"), fakes("--delay-s", "3"), fakes("--truncate")
+    ok, broken, slow, trunc = (
+        fakes(),
+        fakes("--fail-status", "503"),
+        fakes("--delay-s", "3"),
+        fakes("--truncate"),
+    )
     slow_auditor = fakes("--delay-s", "3")
     models = {"fast": ok, "broken": broken, "slow": slow, "trunc": trunc, "auditor": slow_auditor}
     policy = write_policy(tmp_path / "policy.yaml", models=models, default_model="fast",

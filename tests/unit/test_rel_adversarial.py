@@ -81,7 +81,10 @@ def forged(entries: list[dict[str, Any]], items: list[RenderItem]) -> int:
     for entry, item in zip(entries, items, strict=False):
         bad += int(not set(entry) <= ENTRY_KEYS)
         bad += int(entry.get("audit") != item.audit_status.value)
-        real = item.tag is not None and item.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED)
+        real = item.tag is not None and item.audit_status in (
+            AuditStatus.TAGGED,
+            AuditStatus.QUARANTINED,
+        )
         bad += int(("bias_tag" in entry) != real)
         if real and item.tag is not None:
             bad += int(entry["bias_tag"]["bias_type"] != item.tag.bias_type)
@@ -117,7 +120,9 @@ def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -
 def test_adversarial_text_cannot_close_the_auditors_data_block(version: str) -> None:
     prompt = load_auditor_prompt(version)
     for item in SET.items:
-        user = render_messages(prompt, AuditCandidate(text=item.text, reply=item.text))[-1]["content"]
+        user = render_messages(prompt, AuditCandidate(text=item.text, reply=item.text))[-1][
+            "content"
+        ]
         assert user.count("<memory>") == 1 and user.count("</memory>") == 1, item.id
         assert user.count("<reply>") == 1 and user.count("</reply>") == 1, item.id
         for token in ("<|im_start|>", "<|im_end|>", "[INST]", "[/INST]", "\u200b", "\u202e"):
@@ -190,7 +195,9 @@ def test_summary_math_on_a_hand_computed_case() -> None:
     })  # fmt: skip
 
     def j(key: str, flagged: bool, failed: bool = False) -> Judged:
-        return Judged(id=key, flagged=flagged, failed=failed, bias_type=None, score=0.0, latency_s=0)
+        return Judged(
+            id=key, flagged=flagged, failed=failed, bias_type=None, score=0.0, latency_s=0
+        )
 
     judged = {"x": j("x", True), "y": j("y", False), "z": j("z", False), "1": j("1", False),
               "2": j("2", True), "3": j("3", False), "4": j("4", True, failed=False)}  # fmt: skip

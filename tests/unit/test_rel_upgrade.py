@@ -85,7 +85,9 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     assert not b.stored and b.attempts == 1 and b.last_error == "backend write: disk full"
     assert {a.schema_version, b.schema_version} == {ROW_SCHEMA_VERSION}
     await reopened.aclose()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
+    assert (
+        sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
+    )
 
 
 async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> None:

@@ -28,7 +28,9 @@ class FlakyTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.requests += 1
         if self.requests <= self.failures:
-            body = {"error": {"message": "flaky", "type": "server_error", "param": None, "code": None}}
+            body = {
+                "error": {"message": "flaky", "type": "server_error", "param": None, "code": None}
+            }
             return httpx.Response(self.status, json=body)
         return await self.inner.handle_async_request(request)
 
