@@ -38,8 +38,9 @@ USERS = 4
 
 @pytest.fixture
 def own_cluster(pg_cluster: PgCluster) -> Iterator[PgCluster]:
-    """A second throwaway server (same binaries as the session's), free to be stopped."""
-    cluster = PgCluster(bindir=find_bindir() or pg_cluster.bindir)
+    """A second throwaway server (same binaries as the session's), free to be stopped;
+    durable, since an acknowledged write must survive the server's crash too."""
+    cluster = PgCluster(bindir=find_bindir() or pg_cluster.bindir, durable=True)
     try:
         cluster.init().start()
         cluster.execute("CREATE EXTENSION vector")
