@@ -85,6 +85,9 @@ class PgCluster:
     port: int = 0
     ready_in_s: float = 0.0
     """Seconds from ``initdb`` to a server ready for tests (set by ``pg_cluster``)."""
+    durable: bool = False
+    """Keep fsync and synchronous commit on: a commit survives ``stop("immediate")``
+    (the default trades that for speed, as a test cluster may)."""
     _owner: pwd.struct_passwd | None = None
 
     @property
@@ -123,8 +126,10 @@ class PgCluster:
     def start(self) -> PgCluster:
         """Start the server (on the same port as before, after a ``stop``)."""
         self.port = self.port or free_port()
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=300")  # fmt: skip
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        options += " -c max_connections=300"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
                   "-t", "60", "-o", options, "start")  # fmt: skip
         return self

@@ -231,9 +231,13 @@ class SqliteOutbox:
         answer: str,
         request_id: str,
         mode: str,
+        item_id: str | None = None,
     ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit)."""
-        item_id = f"mem_{uuid.uuid4().hex}"
+        """Commit a write for ``scope`` and return its memory id (returns after the commit).
+
+        ``item_id``: the id to use (a spool keeps the one already acknowledged); default new.
+        """
+        item_id = item_id or f"mem_{uuid.uuid4().hex}"
         now = time.time()
         row = (item_id, scope.user, scope.agent, scope.session, query, answer, request_id, mode,
                now, now, ROW_SCHEMA_VERSION)  # fmt: skip

@@ -205,21 +205,50 @@ class PostgresOutbox:
     # -- producer side -------------------------------------------------------
 
     async def enqueue(
-        self, *, scope: Scope, query: str, answer: str, request_id: str, mode: str
+        self,
+        *,
+        scope: Scope,
+        query: str,
+        answer: str,
+        request_id: str,
+        mode: str,
+        item_id: str | None = None,
     ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit)."""
+        """Commit a write for ``scope`` and return its memory id (returns after the commit).
+
+        ``item_id`` (default: a new one) makes a repeated enqueue of the same write a no-op
+        while the row is pending (the local spool retries with the id it acknowledged).
+        """
         from psycopg import sql
 
-        item_id = f"mem_{uuid.uuid4().hex}"
+        item_id = item_id or f"mem_{uuid.uuid4().hex}"
         await self._execute(
             sql.SQL(
                 "INSERT INTO {} (id, user_id, agent_id, session_id, query, answer, request_id,"
                 " mode, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING"
             ).format(self._table),
             [item_id, scope.user, scope.agent, scope.session, without_nul(query),
              without_nul(answer), without_nul(request_id), mode, ROW_SCHEMA_VERSION],
         )  # fmt: skip
         return item_id
+
+    async def forward(self, item: OutboxItem) -> None:
+        """Insert a row taken from a local spool, keeping its id and creation time (a no-op
+        when a row with that id is still pending)."""
+        from psycopg import sql
+
+        await self._execute(
+            sql.SQL(
+                "INSERT INTO {} (id, user_id, agent_id, session_id, query, answer, request_id,"
+                " mode, created_at, schema_version)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
+                " ON CONFLICT (id) DO NOTHING"
+            ).format(self._table),
+            [item.id, item.user, item.agent, item.session, without_nul(item.query),
+             without_nul(item.answer), without_nul(item.request_id), item.mode,
+             item.created_at, item.schema_version],
+        )  # fmt: skip
 
     # -- worker side ---------------------------------------------------------
 

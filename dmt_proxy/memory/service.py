@@ -230,8 +230,11 @@ def database_url(settings: Settings, policy: Policy) -> str | None:
     return settings.database_url
 
 
-async def build_outbox(settings: Settings, policy: Policy) -> Outbox:
-    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend)."""
+async def build_outbox(
+    settings: Settings, policy: Policy, metrics: Metrics | None = None
+) -> Outbox:
+    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend);
+    a PostgreSQL one gets a local spool for writes made while its database is down."""
     kind = settings.outbox
     if kind == "auto":
         kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
@@ -250,7 +253,10 @@ async def build_outbox(settings: Settings, policy: Policy) -> Outbox:
     prefix = "dmt_"
     if policy.memory.backend == "postgres":  # one prefix for the memory store and its outbox
         prefix = str(policy.memory.options.get("table_prefix", prefix))
-    return await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
+    from dmt_proxy.audit.spool import SpooledOutbox
+
+    primary = await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
+    return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics)
 
 
 async def build_memory_service(
@@ -268,7 +274,7 @@ async def build_memory_service(
     if backend is None:
         backend = await open_policy_backend(settings, policy, registry, chat)
     try:
-        outbox = await build_outbox(settings, policy)
+        outbox = await build_outbox(settings, policy, metrics)
     except BaseException:
         await backend.close()
         raise

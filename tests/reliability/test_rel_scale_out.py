@@ -8,7 +8,7 @@ verdict), one ``dmt-proxy worker``, and the throwaway PostgreSQL server of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -26,21 +26,6 @@ from tests.reliability.harness import (
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
-    """Start ``dmt-proxy worker`` processes; all are stopped at the end of the test."""
-    started: list[WorkerProcess] = []
-
-    def start(*args: str, env: dict[str, str]) -> WorkerProcess:
-        worker = WorkerProcess(state_dir=tmp_path / f"worker-{len(started)}", env=env)
-        started.append(worker.start(*args))
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def chat(proxy: ProxyProcess, user: str, text: str) -> httpx.Response:

@@ -24,6 +24,7 @@ import pytest
 
 from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
 from dmt_proxy.audit.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresOutbox
+from dmt_proxy.audit.spool import SpooledOutbox
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
@@ -221,7 +222,7 @@ async def test_the_service_picks_its_outbox(tmp_path: Path, pg_dsn: str) -> None
     auto = Settings.from_env({}, state_dir=tmp_path, database_url=pg_dsn)
 
     chosen = await build_outbox(auto, postgres)
-    assert isinstance(chosen, PostgresOutbox)
+    assert isinstance(chosen, SpooledOutbox) and isinstance(chosen.primary, PostgresOutbox)
     await chosen.aclose()
     chosen = await build_outbox(auto, memory)
     assert isinstance(chosen, SqliteOutbox)
@@ -229,7 +230,7 @@ async def test_the_service_picks_its_outbox(tmp_path: Path, pg_dsn: str) -> None
     shared = Settings.from_env({"DMT_OUTBOX": "postgres", "DMT_WORKER": "off"},
                                state_dir=tmp_path, database_url=pg_dsn)  # fmt: skip
     chosen = await build_outbox(shared, memory)
-    assert isinstance(chosen, PostgresOutbox)
+    assert isinstance(chosen, SpooledOutbox) and isinstance(chosen.primary, PostgresOutbox)
     await chosen.aclose()
 
     with pytest.raises(ConfigError, match=r"DMT_WORKER=off .* needs the shared PostgreSQL outbox"):
