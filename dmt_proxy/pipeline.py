@@ -129,6 +129,9 @@ class ChatPipeline:
             or ctx.scope is None
             or ctx.memory is not MemoryAccess.READ_WRITE
             or not prepared.query
+            # A reply that is only a tool call has no answer yet: the turn is stored once,
+            # with the answer that follows the tool results.
+            or not answer
         ):
             return
         await self._memory.record(

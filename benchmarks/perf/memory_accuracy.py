@@ -27,7 +27,7 @@ import json
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -51,7 +51,7 @@ UNRELATED = (
     "Older colleagues are usually slow to learn new software.",
     "I'm learning to play the cello and practise in the evenings.",
 )
-CREATED = datetime(2026, 11, 1, tzinfo=timezone.utc)
+CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def memory_items(*, audited: bool) -> list[RenderItem]:
