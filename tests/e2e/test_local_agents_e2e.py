@@ -53,10 +53,11 @@ def memories(proxy: ProxyProcess, user: str) -> list[dict[str, Any]]:
 
 
 def test_langgraph_react_agent_calls_a_tool_through_the_proxy(proxy: ProxyProcess) -> None:
-    _needs("langchain_openai", "langgraph", "langchain_core")
+    _needs("langchain", "langchain_openai", "langgraph", "langchain_core")
+    # langchain 1.x's create_agent is LangGraph's ReAct agent (langgraph.prebuilt's is deprecated).
+    from langchain.agents import create_agent
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
-    from langgraph.prebuilt import create_react_agent
 
     calls: list[str] = []
 
@@ -69,7 +70,7 @@ def test_langgraph_react_agent_calls_a_tool_through_the_proxy(proxy: ProxyProces
     user = f"lg-{uuid.uuid4().hex[:8]}"
     llm = ChatOpenAI(model=MODEL, base_url=proxy.base_url, api_key="unused", temperature=0,
                      max_tokens=160, timeout=900, default_headers=_headers(user))  # fmt: skip
-    agent = create_react_agent(llm, [get_weather])
+    agent = create_agent(llm, [get_weather])
     result = agent.invoke({"messages": [("user", QUESTION)]}, {"recursion_limit": 6})
     assert [c.lower() for c in calls] == ["paris"]
     kinds = [type(m).__name__ for m in result["messages"]]
