@@ -195,6 +195,8 @@ def main() -> None:
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--interleave", type=int, default=10, help="questions per condition turn")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/")
+    ap.add_argument("--report-only", action="store_true",
+                    help="ask nothing: the questions answered in every condition so far")  # fmt: skip
     args = ap.parse_args()
     ports = {"qwen2.5-0.5b": 8091, "qwen2.5-1.5b": 8092, "smollm2": 8093}
     base = args.base_url or f"http://127.0.0.1:{ports[args.model]}/v1"
@@ -202,6 +204,11 @@ def main() -> None:
     args.run_dir.mkdir(parents=True, exist_ok=True)
     conds = [c for c in args.conditions.split(",") if c]
     per: dict[str, list[dict[str, object]]] = {}
+    if args.report_only:
+        done = {c: done_ids(args.run_dir / f"{c}.jsonl") for c in conds}
+        both = [q for q in qs if all(q.question_id in done[c] for c in conds)]
+        per = {c: [done[c][q.question_id] for q in both] for c in conds}
+        qs = []  # nothing left to ask
     with httpx.Client(base_url=base, timeout=300) as client:
         # Conditions take turns in blocks so a partial run has comparable n in each.
         for start in range(0, len(qs), args.interleave):

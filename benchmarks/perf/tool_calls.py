@@ -157,6 +157,7 @@ async def main() -> None:
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=None, help="first N tasks only")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="ask nothing; tabulate the run")
     args = ap.parse_args()
     spec = json.loads(TASKS.read_text())
     base = args.base_url or f"http://127.0.0.1:{PORTS[args.model]}/v1"
@@ -175,7 +176,7 @@ async def main() -> None:
         with path.open("a", encoding="utf-8") as out:
             for i in order:
                 task = tasks[i]
-                if task["id"] in done:
+                if task["id"] in done or args.report_only:
                     continue
                 row = await run_task(model, ep, spec, task, stream=i % 2 == 0)
                 out.write(json.dumps(row) + "\n")
