@@ -159,7 +159,7 @@ def output_schema(specs: list[ToolSpec], may_answer: bool) -> dict[str, Any]:
     if may_answer:
         options.append(
             {"type": "object", "properties": {"name": {"const": NO_TOOL},
-             "content": {"type": "string"}}, "required": ["name", "content"],
+             "content": {"type": "string", "minLength": 1}}, "required": ["name", "content"],
              "additionalProperties": False}
         )  # fmt: skip
     return options[0] if len(options) == 1 else {"anyOf": options}
