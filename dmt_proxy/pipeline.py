@@ -126,6 +126,9 @@ class ChatPipeline:
         if tool_step:
             ctx.headers["x-dmt-memory-write"] = TOOL_STEP_NOTE
             return
+        if not answer:
+            # Nothing to remember (an empty reply): the turn is stored with a real answer.
+            return
         await self._memory.record(
             Exchange(
                 scope=ctx.scope,

@@ -24,6 +24,7 @@ from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, OwnedChatModel
 from dmt_proxy.upstream.clients import AUTO, client_class, create_client, known_clients
 from dmt_proxy.upstream.dispatch import DispatchingChatModel
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
+from dmt_proxy.upstream.local_tools import with_local_tools
 from dmt_proxy.upstream.registry import ModelRegistry, alias_endpoint, local_endpoint
 
 __all__ = [
@@ -123,7 +124,8 @@ async def open_upstream(
         registry = ModelRegistry(settings, policy, frozenset())
     if needs_litellm(settings, policy, registry):
         await registry.preload_providers()
-    return Upstream(chat=built, registry=registry, owned=built)
+    # Local endpoints asked for tools get them constrained and parsed (upstream.local_tools).
+    return Upstream(chat=with_local_tools(built), registry=registry, owned=built)
 
 
 def declared_endpoint(

@@ -39,6 +39,7 @@ from dmt_proxy.upstream.factory import (
     open_upstream,
 )
 from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+from dmt_proxy.upstream.local_tools import LocalToolsChatModel
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 HOSTED = {"model": "openai/gpt-x", "api_base": "http://hosted.invalid/v1", "api_key_env": "HK"}
@@ -150,7 +151,8 @@ async def test_the_openai_compat_client_serves_addressed_endpoints_only(
 ) -> None:
     direct = settings.model_copy(update={"upstream_client": "openai-compat"})
     upstream = await open_upstream(direct, Policy())
-    assert isinstance(upstream.chat, OpenAICompatChatModel)
+    assert isinstance(upstream.owned, OpenAICompatChatModel)
+    assert isinstance(upstream.chat, LocalToolsChatModel) and upstream.chat.inner is upstream.owned
     assert not needs_litellm(direct, Policy(), upstream.registry)
     assert upstream.resolve("local/qwen2.5-1.5b").openai_compatible
     with pytest.raises(ModelNotFound):
