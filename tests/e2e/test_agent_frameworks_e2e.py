@@ -86,6 +86,13 @@ class Stack:
         return done.stdout
 
 
+@dataclass(frozen=True)
+class ScriptedEndpoint:
+    """Where the scripted tool-loop upstream listens (what ``write_policy`` reads of a fake)."""
+
+    api_base: str
+
+
 def _start_tool_upstream(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "dmt_proxy.testing.tool_upstream", "--port", str(port),
@@ -108,10 +115,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tool_port = free_port()
     tool = _start_tool_upstream(tool_port)
     auditor = FakeUpstream(("--answer", CLEAN_VERDICT)).start()
-    policy = write_policy(tmp / "policy.yaml", models={"auditor": auditor},
+    # The snippets' model name is declared as a policy alias at the scripted upstream (an
+    # alias wins over the embedded model of the same name), so its requests reach the
+    # upstream as the client sent them: local endpoints would get the proxy's own
+    # constrained tool-call decoding, which is tested against the real model elsewhere.
+    scripted = ScriptedEndpoint(api_base=f"http://127.0.0.1:{tool_port}/v1")
+    policy = write_policy(tmp / "policy.yaml",
+                          models={"auditor": auditor, "qwen2.5-1.5b": scripted},  # type: ignore[dict-item]
                           default_model="qwen2.5-1.5b", audit={"auditor_model": "auditor"})  # fmt: skip
-    # qwen2.5-1.5b is the second embedded model: its port is models_port_base + 1.
-    env = proxy_env(DMT_MODELS_PORT_BASE=str(tool_port - 1))
+    env = proxy_env()
     proxy = ProxyProcess(state_dir=tmp / "state", env=env).start("--policy", str(policy))
     try:
         yield Stack(tool_port=tool_port, proxy=proxy)
@@ -165,10 +177,11 @@ def test_openai_sdk_streams_responses_and_chat(stack: Stack) -> None:
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text == events[-1].response.output_text and text
     chunks = list(client.chat.completions.create(
-        model="local/qwen2.5-1.5b", messages=[{"role": "user", "content": "Say more"}],
+        model="qwen2.5-1.5b", messages=[{"role": "user", "content": "Say more"}],
         user="sam", stream=True))  # fmt: skip
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == text
+    client.close()
     assert stack.memories("sam") == [f"User: Say something\nAssistant: {text}",
                                      f"User: Say more\nAssistant: {text}"]  # fmt: skip
 
@@ -209,8 +222,11 @@ def test_openai_agents_streamed_run_on_the_responses_api(stack: Stack) -> None:
         agent = Agent(name="assistant", tools=[get_weather],
                       model=OpenAIResponsesModel(model="qwen2.5-1.5b", openai_client=client),
                       model_settings=ModelSettings(metadata={"user": "ag"}))  # fmt: skip
-        result = Runner.run_streamed(agent, QUESTION)
-        kinds = [event.type async for event in result.stream_events()]
+        try:
+            result = Runner.run_streamed(agent, QUESTION)
+            kinds = [event.type async for event in result.stream_events()]
+        finally:
+            await client.close()
         return str(result.final_output), kinds
 
     stack.forget("ag")
