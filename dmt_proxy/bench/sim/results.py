@@ -28,6 +28,7 @@ from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
+from dmt_proxy.bench.sim.utility import UtilityRow
 from dmt_proxy.bench.stats import spans_zero
 
 RESULTS_VERSION = "sim-results-v2"
@@ -144,6 +145,8 @@ class ArchResult(BaseModel):
     turns: list[TurnStats]
     contexts: dict[str, int] = {}
     """DIB contexts per domain over every audit (a domain with fewer than 2 has no CI)."""
+    utility: list[UtilityRow] = []
+    """MMLU-Pro accuracy of each condition's turns (``sim.utility``; empty in older files)."""
 
 
 class LatencyStats(BaseModel):
@@ -380,10 +383,12 @@ def arch_result(
     memory: str,
     audits: Mapping[str, Mapping[int, AuditRecord]],
     turns: Mapping[str, Sequence[TurnRecord]],
+    utility: Sequence[UtilityRow] = (),
 ) -> ArchResult:
     """Checkpoint rows, ΔAGBV at t80 and T with CIs, and MP against ``baseline``.
 
     Both readouts; the top-level numbers of every row are the headline's.
+    ``utility``: the conditions' MMLU-Pro accuracy (``utility.stream_utility``).
     """
     data: dict[Readout, ReadoutData] = {}
     for readout in READOUTS:
@@ -419,7 +424,12 @@ def arch_result(
             )
     stats = [turn_stats(c, turns.get(c, [])) for c in config.conditions if c in audits]
     return ArchResult(
-        memory=memory, checkpoints=rows, deltas=deltas, turns=stats, contexts=audit_contexts(audits)
+        memory=memory,
+        checkpoints=rows,
+        deltas=deltas,
+        turns=stats,
+        contexts=audit_contexts(audits),
+        utility=list(utility),
     )
 
 

@@ -65,6 +65,7 @@ from dmt_proxy.bench.sim.stream import (
     stream_spec,
     summarize,
 )
+from dmt_proxy.bench.sim.utility import stream_utility
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError, DmtError
 from dmt_proxy.policy import Mode
@@ -430,7 +431,8 @@ async def run_compare(
         for arch in config.memory:
             audits: dict[str, Any] = {c: read_audits(out / arch / c) for c in config.conditions}
             turns: dict[str, Any] = {c: read_turns(out / arch / c) for c in config.conditions}
-            archs.append(arch_result(config, exp.samples, arch, audits, turns))
+            utility = stream_utility(config.stream.source, stream, turns)
+            archs.append(arch_result(config, exp.samples, arch, audits, turns, utility))
         results = CompareResults(
             name=config.name,
             digest=config.digest(),
