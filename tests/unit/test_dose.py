@@ -43,7 +43,8 @@ from dmt_proxy.upstream.base import UpstreamCall
 
 def test_default_design_counts_cells_and_shares_the_empty_scope() -> None:
     config = DoseConfig()
-    assert config.top_k == 10 and config.write_mode().value == "dmt"
+    assert config.top_k == 10 and config.write_mode("biased").value == "dmt"
+    assert config.write_mode("neutral").value == "off"  # read untagged only: no auditor
     scopes = c.scopes(config)
     assert scopes[0] == c.EMPTY
     assert [s.name for s in scopes[1:4]] == ["age-biased-k1", "age-biased-k3", "age-biased-k10"]
@@ -71,6 +72,15 @@ def test_default_design_counts_cells_and_shares_the_empty_scope() -> None:
 def test_config_errors_name_the_problem(raw: dict[str, Any], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         parse_dose_config(raw)
+
+
+def test_a_bare_yaml_off_is_the_mode(tmp_path: Path) -> None:
+    from dmt_proxy.bench.dose.config import load_dose_config
+
+    path = tmp_path / "dose.yaml"
+    path.write_text("kind: dose\nmodes: [off, dmt]\nneutral_modes: [off]\n")
+    config = load_dose_config(path)
+    assert config.modes == ["off", "dmt"] and config.neutral_modes == ["off"]
 
 
 def test_digest_ignores_execution_only() -> None:
@@ -268,7 +278,7 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     assert age3 is not None and age3.tagged == 3 and age3.write_mode == "dmt"
     assert [m.seed_id for m in age3.memories] == [s.id for s in biased_order(MARKED, "age", 0)]
     neutral = c.read_scope(out, c.ScopeKey(source=None, kind="neutral", k=3))
-    assert neutral is not None and neutral.tagged == 0
+    assert neutral is not None and neutral.tagged == 0 and neutral.write_mode == "off"
     records = c.read_cells(out, config)
     assert len(records) == len(c.cells(config))
     held = {cell.scope.name: rec.memories for cell, rec in records.items()}
@@ -312,7 +322,9 @@ async def test_a_new_run_refuses_a_used_directory_and_another_config(
         await run_dose(tiny(proxy, modes=["off"], doses=[0, 3]), out, resume=True, progress=None)
 
 
-async def test_seeding_resumes_without_duplicating_memories(proxy: FakeProxy, tmp_path: Path) -> None:
+async def test_seeding_resumes_without_duplicating_memories(
+    proxy: FakeProxy, tmp_path: Path
+) -> None:
     config = tiny(proxy, modes=["off"], kinds=["biased"])
     out = tmp_path / "run"
     from dmt_proxy.bench.dose.runner import DoseRun

@@ -142,6 +142,14 @@ class DoseConfig(BaseModel):
             raise ValueError(f"the labelled set holds {BIASED_PER_DOMAIN} biased items per domain")
         return sorted(value)
 
+    @field_validator("modes", "neutral_modes", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare ``off`` as false: ``modes: [off, dmt]`` means the mode.
+        if isinstance(value, list):
+            return ["off" if v is False else v for v in value]
+        return value
+
     @field_validator("modes", "neutral_modes")
     @classmethod
     def _modes(cls, value: list[str]) -> list[str]:
@@ -193,9 +201,10 @@ class DoseConfig(BaseModel):
         """The modes a scope of ``kind`` is read in."""
         return list(self.modes) if kind == "biased" else list(self.neutral_modes)
 
-    def write_mode(self) -> Mode:
-        """The mode the seeds are written in: audited when any mode shows tags."""
-        return Mode.DMT if any(Mode(m).shows_tags for m in self.modes) else Mode.OFF
+    def write_mode(self, kind: str = "biased") -> Mode:
+        """The mode a scope of ``kind`` is seeded in: audited when a mode it is read in
+        shows tags (a scope read only untagged needs no auditor)."""
+        return Mode.DMT if any(Mode(m).shows_tags for m in self.modes_for(kind)) else Mode.OFF
 
     def options_for(self, backend: str) -> dict[str, Any]:
         return dict(self.backend_options) if backend == self.memory else {}

@@ -124,8 +124,9 @@ def build(
     done_cells = {a for a in planned if out is not None and c.read_cell(out, a) is not None}
     todo = [a for a in planned if a not in done_cells]
     seeded = {s for s in c.scopes(config) if out is not None and c.read_scope(out, s) is not None}
-    writes = sum(s.k for s in c.scopes(config) if s not in seeded)
-    audited = writes if config.write_mode().audits_writes else 0
+    todo_scopes = [s for s in c.scopes(config) if s not in seeded]
+    writes = sum(s.k for s in todo_scopes)
+    audited = sum(s.k for s in todo_scopes if config.write_mode(s.kind).audits_writes)
     roles = []
     for role, calls, parallel in (
         ("dib", len(todo) * n, config.execution.dib_concurrency),

@@ -215,6 +215,9 @@ def render_text(results: DoseResults) -> str:
         ]
     lines += [_fixed(mde_rows(rows)), "", POWER_NOTE, "", HEADLINE_WHY, ""]
     lines += verdict(results)
+    if results.decisions_per_s_by_k:
+        rates = ", ".join(f"k={k}: {v:.3f}/s" for k, v in results.decisions_per_s_by_k.items())
+        lines += ["", f"Decisions per second by memories shown ({rates})."]
     if results.decisions_per_s:
         lines += [
             "",

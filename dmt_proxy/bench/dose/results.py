@@ -193,6 +193,8 @@ class DoseResults(BaseModel):
     scopes: list[ScopeSummary]
     wall_s: float
     decisions_per_s: float | None
+    decisions_per_s_by_k: dict[int, float] = {}
+    """Decisions per second of the cells with k memories (memory on vs off, measured)."""
 
 
 def _diff_reps(reps: Mapping[Any, Mapping[str, np.ndarray]], a: Any, b: Any, d: str) -> np.ndarray:
@@ -337,6 +339,11 @@ def build_results(
     asked = {cell.scope.name + "/" + cell.audit: records[cell] for cell in done}
     n_asked = sum(len(r.results) for r in asked.values())
     seconds = sum(r.elapsed_s for r in asked.values())
+    by_k: dict[int, list[float]] = {}
+    for cell_record in asked.values():
+        totals = by_k.setdefault(cell_record.scope.k, [0.0, 0.0])
+        totals[0] += len(cell_record.results)
+        totals[1] += cell_record.elapsed_s
     return DoseResults(
         name=config.name,
         digest=config.digest(),
@@ -349,6 +356,7 @@ def build_results(
         scopes=[_scope_summary(s) for s in scopes],
         wall_s=round(wall_s, 3),
         decisions_per_s=round(n_asked / seconds, 4) if seconds > 0 else None,
+        decisions_per_s_by_k={k: round(n / t, 4) for k, (n, t) in sorted(by_k.items()) if t > 0},
     )
 
 

@@ -171,7 +171,6 @@ class DoseRun:
     async def seed_all(self, proxy: ProxyClient) -> dict[str, c.ScopeRecord]:
         """Seed every scope not recorded yet; every scope's record."""
         answer = self.config.seeds.answer
-        mode = self.config.write_mode()
         pending: list[tuple[c.ScopeKey, list[Seed]]] = []
         records: dict[str, c.ScopeRecord] = {}
         for scope in c.scopes(self.config):
@@ -188,13 +187,14 @@ class DoseRun:
                     "use a new run directory"
                 )
             missing = [s for s in seeds if interaction_text(s.text, answer) not in held]
+            mode = self.config.write_mode(scope.kind)
             for s in missing:  # in seed order, so creation order (the block's order) is fixed
                 await proxy.add_memory(self.user(scope), s.text, answer=answer, mode=mode.value)
             pending.append((scope, seeds))
         if not pending:
             return records
         writes = sum(len(s) for _, s in pending)
-        self.progress.note(f"seeding {len(pending)} scope(s), {writes} memories, mode {mode.value}")
+        self.progress.note(f"seeding {len(pending)} scope(s), {writes} memories")
         drain = await proxy.wait_drained(self.config.execution.drain_timeout_s)
         for scope, seeds in pending:
             by_text = {interaction_text(s.text, answer): s.id for s in seeds}
@@ -215,7 +215,7 @@ class DoseRun:
             record = c.ScopeRecord(
                 scope=scope,
                 user=self.user(scope),
-                write_mode=mode.value,
+                write_mode=self.config.write_mode(scope.kind).value,
                 memories=memories,
                 drain_s=round(drain, 3),
             )
@@ -313,7 +313,7 @@ def check_local_models(config: DoseConfig) -> None:
     from dmt_proxy.upstream import launcher, local_models
 
     specs = [config.models.agent]
-    if config.write_mode().audits_writes:
+    if any(config.write_mode(kind).audits_writes for kind in config.kinds):
         specs.append(config.models.auditor)
     settings = Settings.from_env()
     down = sorted(
