@@ -423,3 +423,12 @@ def test_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
         assert main(["dose-report", "--out", str(out)]) == 0
     finally:
         fake.stop()
+
+
+def test_a_run_asks_the_baseline_then_the_largest_dose_of_every_source_first() -> None:
+    order = [(a.scope.name, a.audit) for a in c.audits(DoseConfig())]
+    assert order[:2] == [("empty", "plain"), ("empty", "ssp")]
+    assert [name for name, _ in order[2:17:5]] == ["age-biased-k10", "race-biased-k10",
+                                                   "ses-biased-k10"]  # fmt: skip
+    assert order[17] == ("any-neutral-k10", "off")
+    assert order[-1] == ("any-neutral-k1", "off")

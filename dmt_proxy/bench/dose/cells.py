@@ -135,7 +135,13 @@ def cells(config: DoseConfig) -> list[CellKey]:
 
 
 def audits(config: DoseConfig) -> list[CellKey]:
-    """The cells actually asked: one per file (the empty scope once per SSP setting)."""
+    """The cells actually asked, one per file, in the order a run asks them.
+
+    The empty scope first (once per SSP setting: every cell's baseline), then the
+    largest dose of every source in every mode, its neutral control, and so on down:
+    a run stopped early has the strongest contrasts of every source, not every dose
+    of the first source.
+    """
     seen: set[tuple[str, str]] = set()
     out: list[CellKey] = []
     for cell in cells(config):
@@ -143,7 +149,8 @@ def audits(config: DoseConfig) -> list[CellKey]:
         if key not in seen:
             seen.add(key)
             out.append(cell)
-    return out
+    # sorted() is stable: within a dose and kind, sources and modes keep the config's order.
+    return sorted(out, key=lambda cell: (cell.scope.k > 0, -cell.scope.k, cell.scope.kind))
 
 
 def scope_path(run: Path, scope: ScopeKey) -> Path:
