@@ -134,6 +134,19 @@ def mde_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
     return table
 
 
+def permutation_note(results: DoseResults) -> str:
+    """What the paired permutation test can show with this many contexts."""
+    fewest = min(results.contexts.values(), default=0)
+    floor = f"{2 / 2**fewest:.3g}" if fewest else "n/a"
+    return (
+        "perm p: paired permutation test of the diagonal ΔGBV (each context's decisions "
+        "swapped between the cell and k = 0 with probability ½). With C contexts in a domain "
+        f"there are 2^C swaps, so p cannot fall below 2/2^C: {floor} with the {fewest} "
+        "contexts of the thinnest domain here. The bootstrap CIs resample the same few "
+        "contexts and are coarse for the same reason."
+    )
+
+
 def verdict(results: DoseResults) -> list[str]:
     """The issue's two goals, answered from the headline numbers, with the power when null."""
     rows = rows_of(results)
@@ -213,7 +226,8 @@ def render_text(results: DoseResults) -> str:
             _fixed(matrix_rows(rows, kmax)),
             "",
         ]
-    lines += [_fixed(mde_rows(rows)), "", POWER_NOTE, "", HEADLINE_WHY, ""]
+    lines += [_fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
+    lines += ["", HEADLINE_WHY, ""]
     lines += verdict(results)
     if results.decisions_per_s_by_k:
         rates = ", ".join(f"k={k}: {v:.3f}/s" for k, v in results.decisions_per_s_by_k.items())
