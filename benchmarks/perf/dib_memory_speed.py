@@ -130,7 +130,9 @@ class Proxy:
     home: Path
 
 
-def start_proxy(code: Path, home: Path, model: str, upstream: str, top_k: int) -> Proxy:
+def start_proxy(
+    code: Path, home: Path, model: str, upstream: str, top_k: int, timeout_s: float
+) -> Proxy:
     """``dmt-proxy serve`` from the package in ``code``, state in ``home/state``."""
     policy = {
         "version": 1,
@@ -147,6 +149,9 @@ def start_proxy(code: Path, home: Path, model: str, upstream: str, top_k: int) -
         "DMT_STATE_DIR": str(home / "state"),
         "DMT_ADMIN_KEY": key,
         "DMT_LOG_LEVEL": "warning",
+        # On a shared machine a long prompt can wait minutes for a slot: the proxy waits as
+        # long as the client does (--timeout), not its 300 s default.
+        "DMT_UPSTREAM_TIMEOUT_S": str(timeout_s),
         "PYTHONPATH": str(code),
     }
     cmd = [
@@ -252,7 +257,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     before_code = export_code(args.before, work / "before-code")
     top_k = max(args.memories, 1)
     note(f"{len(samples)} decisions in {len(blocks)} blocks; work dir {work}")
-    seeder = start_proxy(ROOT, work / "after", args.model, upstream, top_k)
+    seeder = start_proxy(ROOT, work / "after", args.model, upstream, top_k, args.timeout)
     try:
         for text in texts:
             await seeder.admin.add_memory(USER, text, mode="off")
@@ -265,9 +270,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     # One proxy per memory target: each renders its own nonce, so no target is served
     # from a cache another one filled.
     proxies = {
-        "after": start_proxy(ROOT, work / "after", args.model, upstream, top_k),
-        "block": start_proxy(ROOT, work / "block", args.model, upstream, top_k),
-        "before": start_proxy(before_code, work / "before", args.model, upstream, top_k),
+        "after": start_proxy(ROOT, work / "after", args.model, upstream, top_k, args.timeout),
+        "block": start_proxy(ROOT, work / "block", args.model, upstream, top_k, args.timeout),
+        "before": start_proxy(
+            before_code, work / "before", args.model, upstream, top_k, args.timeout
+        ),
     }
     recorder = Recorder()
     http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [recorder.hook]})
@@ -483,7 +490,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--timeout", type=float, default=3600.0, help="per-request timeout (s)")
     p.add_argument("--bootstrap", type=int, default=2000)
     p.add_argument("--out", type=Path, default=RESULTS / "dib_memory_speed")
     return p.parse_args(argv)
