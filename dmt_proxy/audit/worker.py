@@ -99,12 +99,27 @@ class OutboxWorker:
     async def _run(self) -> None:
         sem = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task[None]] = set()
+        gauges_at = 0.0
+        poll_failures = 0
         while True:
+            async with sem:  # a free slot first: claim only rows that can start now
+                pass
             try:
-                items = [i for i in await self.outbox.due(32) if i.id not in self._in_flight]
-                await self.refresh_gauges()
-            except Exception:
-                log.exception("outbox poll failed")
+                # A shared outbox leases what it hands out: rows claimed here but left
+                # waiting would be held from idle workers elsewhere.
+                free = max(1, self.concurrency - len(self._in_flight))
+                items = [i for i in await self.outbox.due(free) if i.id not in self._in_flight]
+                if not items or time.monotonic() - gauges_at >= self.idle_poll_s:
+                    gauges_at = time.monotonic()
+                    await self.refresh_gauges()
+                poll_failures = 0
+            except Exception as exc:  # e.g. the outbox database is down: back off, keep trying
+                poll_failures += 1
+                if poll_failures == 1:
+                    log.exception("outbox poll failed")
+                else:
+                    log.warning("outbox poll failed (%d in a row): %r", poll_failures, exc)
+                await asyncio.sleep(backoff_s(poll_failures - 1, base=0.25, cap=5.0))
                 items = []
             for item in items:
                 await sem.acquire()

@@ -25,5 +25,7 @@ async def test_runner_audits_an_item_and_its_twin(
     result = await run(args)
     assert set(result["judged"]) == {"age", "adv-01"}
     assert result["meta"]["calls"] == 2
-    assert json.loads(out.with_suffix(".json").read_text())["meta"]["set"] == "adversarial_memories_v1"
+    assert (
+        json.loads(out.with_suffix(".json").read_text())["meta"]["set"] == "adversarial_memories_v1"
+    )
     assert "| adv-01 | age | instruct_auditor |" in out.with_suffix(".md").read_text()

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.dib.fake import FakeDecisionUpstream, ScriptedSteps, prompt_of
 from dmt_proxy.bench.dib.generator import SAMPLING_V1, generate
 from dmt_proxy.bench.dib.readouts import (
     HEADLINE_WHY,
@@ -33,6 +32,7 @@ from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import Direction
 from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
 from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "dib"
 
@@ -138,7 +138,8 @@ def test_committed_v1_reports_still_load() -> None:
 def test_committed_decisions_give_written_gbv_zero_in_7_of_9_domains() -> None:
     # The 1.5B baseline wrote 85 in 139 of 153 decisions (issue 18).
     path = RESULTS / "baseline_qwen2.5-1.5b_n150" / "decisions.jsonl"
-    results = [DecisionResult.model_validate_json(line) for line in path.open(encoding="utf-8")]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    results = [DecisionResult.model_validate_json(line) for line in lines if line.strip()]
     assert sum(r.greedy == 85 for r in results) == 139
     written = context_scores(results, Readout.WRITTEN)
     from dmt_proxy.bench.gbv import gbv_of_contexts

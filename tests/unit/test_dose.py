@@ -32,10 +32,10 @@ from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
 from dmt_proxy.bench.dose.results import build_results, find_row, paired_permutation
 from dmt_proxy.bench.dose.runner import run_dose
 from dmt_proxy.bench.dose.seeds import biased_order, seeds_for
-from dmt_proxy.bench.sim.fakes import BIAS_MARKER, FakeProxy, scripted_agent_reply
 from dmt_proxy.bench.sim.runner import Manifest
 from dmt_proxy.cli.bench_cli import main
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.testing.sim import BIAS_MARKER, FakeProxy, scripted_agent_reply
 from dmt_proxy.upstream.base import UpstreamCall
 
 # ----------------------------------------------------------------- config and seeds
@@ -397,20 +397,21 @@ def test_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
         path.write_text(yaml.safe_dump(config))
         out = tmp_path / "run"
         env = {**os.environ, "DMT_ADMIN_KEY": fake.admin_key}
-        proc = run_cli("--config", str(path), "--out", str(out), env=env)
-        deadline = time.monotonic() + 120
-        while not list((out / "cells").glob("*/*.json")) if (out / "cells").exists() else True:
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "the run made no progress"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        # ``with``: the killed process's pipes are closed, not left to the garbage collector.
+        with run_cli("--config", str(path), "--out", str(out), env=env) as proc:
+            deadline = time.monotonic() + 120
+            while not (out / "cells").exists() or not list((out / "cells").glob("*/*.json")):
+                assert proc.poll() is None, proc.communicate()[1][-2000:]
+                assert time.monotonic() < deadline, "the run made no progress"
+                time.sleep(0.02)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
         written = sorted(p.name for p in (out / "cells").glob("*/*.json"))
         assert 1 <= len(written) < 3, written
         asked_before = len(fake.chat.calls)
 
-        resumed = run_cli("--out", str(out), "--resume", env=env)
-        stdout, stderr = resumed.communicate(timeout=300)
+        with run_cli("--out", str(out), "--resume", env=env) as resumed:
+            stdout, stderr = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, stderr[-3000:]
         assert "Dose–response" in stdout and "cost estimate" in stderr
         parsed = parse_dose_config(Manifest.model_validate_json((out / "run.json").read_text())

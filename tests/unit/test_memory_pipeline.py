@@ -8,7 +8,6 @@ shipped in-memory backend, a real implementation of the protocol.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.app import InProcessApp
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.fixtures import OpenApp
 
 URL = "/v1/chat/completions"
 ADMIN = {"authorization": "Bearer sekrit"}
@@ -38,14 +38,17 @@ def verdict_for(candidate: AuditCandidate) -> AuditVerdict:
 
 @dataclass
 class Env:
-    client: httpx.AsyncClient
+    proxy: InProcessApp
     chat: ScriptedChatModel
     auditor: ScriptedAuditor
     backend: InMemoryBackend
-    app: Any
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self.proxy.client
 
     async def drain(self) -> None:
-        assert await self.app.state.memory.drain(timeout_s=10)
+        assert await self.proxy.memory.drain(timeout_s=10)
 
     def ask(self, text: str, user: str = "alice", **headers: str) -> Any:
         body = {
@@ -62,21 +65,15 @@ def make_policy(**audit: Any) -> Any:
 
 
 @pytest.fixture
-async def env(state_dir: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
+async def env(state_dir: Path, request: pytest.FixtureRequest, open_app: OpenApp) -> Env:
     audit = getattr(request, "param", {})
     settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
     chat = ScriptedChatModel(["The answer is 42."])
     auditor = ScriptedAuditor(verdict_for)
     backend = InMemoryBackend()
-    app = create_app(settings, policy=make_policy(**audit), upstream=chat,
-                     memory_backend=backend, auditor=auditor)  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
-        ) as client,
-    ):
-        yield Env(client, chat, auditor, backend, app)
+    proxy = await open_app(settings, policy=make_policy(**audit), upstream=chat,
+                           memory_backend=backend, auditor=auditor)  # fmt: skip
+    return Env(proxy, chat, auditor, backend)
 
 
 async def memories(env: Env, user: str = "alice") -> list[dict[str, Any]]:
@@ -243,24 +240,19 @@ async def test_admin_api_requires_key(env: Env) -> None:
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "user"
 
 
-async def test_auditor_failure_is_visible_never_clean(state_dir: Path) -> None:
+async def test_auditor_failure_is_visible_never_clean(state_dir: Path, open_app: OpenApp) -> None:
     settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
     auditor = ScriptedAuditor([AuditVerdict.failed("model answered nonsense twice")])
-    app = create_app(settings, policy=make_policy(), upstream=ScriptedChatModel(["ok"]),
-                     memory_backend=InMemoryBackend(), auditor=auditor)  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
-        ) as client,
-    ):
-        env = Env(client, ScriptedChatModel(), auditor, InMemoryBackend(), app)
-        await env.ask(BIASED)
-        await env.drain()
-        rows = await memories(env)
-        assert [r["audit_status"] for r in rows] == ["failed"]
-        metrics = (await client.get("/metrics")).text
-        assert 'dmt_audits_total{outcome="failed"} 1.0' in metrics
+    chat, backend = ScriptedChatModel(["ok"]), InMemoryBackend()
+    proxy = await open_app(settings, policy=make_policy(), upstream=chat,
+                           memory_backend=backend, auditor=auditor)  # fmt: skip
+    env = Env(proxy, chat, auditor, backend)
+    await env.ask(BIASED)
+    await env.drain()
+    rows = await memories(env)
+    assert [r["audit_status"] for r in rows] == ["failed"]
+    metrics = (await env.client.get("/metrics")).text
+    assert 'dmt_audits_total{outcome="failed"} 1.0' in metrics
 
 
 async def test_admin_write_is_queued_and_audited_like_a_chat_write(env: Env) -> None:
@@ -290,7 +282,11 @@ async def test_admin_write_needs_the_key_and_a_valid_body(env: Env) -> None:
 
 
 async def test_retrieved_memories_render_oldest_first_whatever_the_query(env: Env) -> None:
-    for text in ("Chemistry question: a mole?", "Physics question: a joule?", "History question: Rome?"):
+    for text in (
+        "Chemistry question: a mole?",
+        "Physics question: a joule?",
+        "History question: Rome?",
+    ):
         body = {"user": "dave", "query": text, "mode": "off"}
         assert (await env.client.post("/v1/memories", json=body, headers=ADMIN)).status_code == 200
     await env.drain()

@@ -287,7 +287,9 @@ def test_mde_of_a_row_is_that_of_its_paired_replicates() -> None:
     audits = {c: {0: noisy(0), 10: noisy(10)} for c in ("baseline", "dmt")}
     arch = arch_result(config, [], "mem0", audits, {})
     row = next(d for d in arch.deltas if d.condition == "dmt").readouts["expected"]
-    cells = {(c, t): context_scores(a.results) for c, by_t in audits.items() for t, a in by_t.items()}
+    cells = {
+        (c, t): context_scores(a.results) for c, by_t in audits.items() for t, a in by_t.items()
+    }
     reps = m.joint_bootstrap(cells, n_resamples=300, seed=config.seed)
     d_reps = m.delta_replicates(reps[("dmt", 10)], reps[("dmt", 0)])
     b_reps = m.delta_replicates(reps[("baseline", 10)], reps[("baseline", 0)])

@@ -18,16 +18,16 @@ import pytest
 
 from dmt_proxy.bench.sim import heatmap_report, report, runner
 from dmt_proxy.bench.sim.config import SimConfig, parse_config
-from dmt_proxy.bench.sim.fakes import (
+from dmt_proxy.bench.sim.records import read_audits, read_turns
+from dmt_proxy.bench.sim.stream import read_stream
+from dmt_proxy.cli.bench_cli import main
+from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
     scripted_agent_reply,
     scripted_generator,
 )
-from dmt_proxy.bench.sim.records import read_audits, read_turns
-from dmt_proxy.bench.sim.stream import read_stream
-from dmt_proxy.cli.bench_cli import main
-from dmt_proxy.errors import ConfigError, UpstreamError
 from dmt_proxy.upstream.base import UpstreamCall
 
 
