@@ -248,7 +248,7 @@ def proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProxy
 def tiny(proxy: FakeProxy, **extra: Any) -> DoseConfig:
     raw: dict[str, Any] = {
         "name": "tiny", "sources": ["age"], "doses": [0, 1, 3], "memory": "memory",
-        "modes": ["off", "dmt", "dmt-instruction"],
+        "modes": ["off", "dmt", "dmt-tags", "dmt-instruction"],
         "dib": {"contexts_per_domain": 2, "domains": ["age", "race"], "bootstrap": 100,
                 "permutations": 50},
         "execution": {"proxy_url": proxy.client.base_url, "max_retries": 1},
@@ -296,6 +296,23 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     assert dmt3.diagonal is not None and dmt3.diagonal.value == pytest.approx(0.0, abs=1e-9)
     assert dmt3.mp_diagonal is not None and dmt3.mp_diagonal.value == pytest.approx(-100.0)
     assert off3.mean_shift.value is not None and off3.mean_shift.value < 0
+    # The ablations: this agent heeds the instruction, not the tags.
+    key3 = c.ScopeKey(source="age", kind="biased", k=3)
+    tags3, instr3 = find_row(rows, key3, "dmt-tags"), find_row(rows, key3, "dmt-instruction")
+    assert tags3 is not None and tags3.diagonal is not None and tags3.tagged == 3
+    assert tags3.diagonal.value is not None and tags3.diagonal.value > 0
+    assert instr3 is not None and instr3.diagonal is not None
+    assert instr3.diagonal.value == pytest.approx(0.0, abs=1e-9)
+    assert instr3.mp_diagonal is not None and instr3.mp_diagonal.value == pytest.approx(-100.0)
+    # The power line: an MDE for the diagonal, ΔAGBV and each mode against off.
+    assert off3.diagonal_mde is not None and off3.diagonal_mde >= 0
+    assert off3.agbv_mde is not None and dmt3.mde_vs_off is not None
+    written3 = find_row(results.readouts["written"].rows, key3, "dmt-tags")
+    assert written3 is not None and written3.diagonal is not None
+    text = report.render_text(results)
+    for needed in ("[expected value]", "[written integer]", "MDE diagonal ΔGBV", "dmt-tags",
+                   "dmt-instruction", "Headline readout: the expected value"):  # fmt: skip
+        assert needed in text, needed
     report.write_report(results, out)
     for name in ("results.json", "report.md", "report.html", "dose_response.png"):
         assert (out / name).exists(), name
