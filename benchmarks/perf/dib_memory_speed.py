@@ -18,9 +18,9 @@ serve`` in mode ``off`` in front of one running llama-server:
 
 * ``off``: this checkout's proxy, ``X-DMT-Memory: off`` (no memory block),
   decisions dispatched by context;
-* ``before``: the proxy of ``--before`` (a git revision, default: where this
-  branch left ``main``), read-only, the user holding ``--memories`` memories,
-  decisions dispatched in sample order (the old runner);
+* ``before``: the proxy of ``--before`` (a git revision, default: the last
+  commit of ``main`` before the stable block), read-only, the user holding
+  ``--memories`` memories, decisions dispatched in sample order (the old runner);
 * ``block``: this checkout's proxy (stable block), read-only, old dispatch;
 * ``after``: this checkout's proxy, read-only, dispatched by context.
 
@@ -83,6 +83,10 @@ from dmt_proxy.errors import ConfigError
 BENCHMARK_VERSION = 1
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
+# The last commit of main that renders memories most similar first (the parent of the
+# stable block). A fixed revision: "where this branch left main" stops meaning anything
+# once the branch is merged.
+BEFORE = "864f25e4225841adcea2d0cf029645cee4e6ef85"
 UPSTREAMS = {
     "qwen2.5-0.5b": "http://127.0.0.1:8091/v1",
     "qwen2.5-1.5b": "http://127.0.0.1:8092/v1",
@@ -485,8 +489,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--memory-domain", default="age", help="domain of the seeded narratives")
     p.add_argument(
         "--before",
-        default=None,
-        help="git revision of the 'before' proxy (default: git merge-base HEAD main)",
+        default=BEFORE,
+        help=f"git revision of the 'before' proxy (default: {BEFORE[:10]}, the last without "
+        "the stable memory block)",
     )
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
@@ -498,14 +503,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.before is None:
-        args.before = subprocess.run(
-            ["git", "merge-base", "HEAD", "main"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            check=True,
-        ).stdout.strip()
     try:
         data = asyncio.run(measure(args))
     except ConfigError as exc:
