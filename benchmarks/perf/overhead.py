@@ -5,8 +5,8 @@ dmt-proxy is measured on both of its chat routes: ``/v1/chat/completions`` and
 chat and the event stream). The issue's targets: Responses overhead within 1.2x of
 chat overhead (p50), both at most 0.5x the LiteLLM proxy's.
 
-All three sit in front of the same instant fake upstream (dmt_proxy.upstream.
-dmt_proxy.testing.upstream_server, which answers without any model), so the latency differences are
+All three sit in front of the same instant fake upstream
+(dmt_proxy.testing.upstream_server, which answers without any model), so the latency differences are
 the proxies' own cost. dmt-proxy runs with memory off (``X-DMT-Memory: off``,
 mode ``off``): plain passthrough, like the LiteLLM proxy configured with one
 model and no callbacks. Everything (fake upstream, proxy, load generator) shares
@@ -154,7 +154,10 @@ def markdown(data: dict[str, object]) -> str:
         "LiteLLM proxy with one model, no callbacks, 1 worker. Overhead = target percentile − direct "
         "percentile at the same concurrency. Load generator, proxies and upstream share the machine.",
         "",
-        "Rerun: `python benchmarks/perf/overhead.py`",
+        f"1-min load average {data.get('load_start', float('nan')):.2f} at the start, "
+        f"{data.get('load_end', float('nan')):.2f} at the end.{' ' + str(data['note']) if data.get('note') else ''}",
+        "",
+        f"Rerun: `{data.get('command', 'python benchmarks/perf/overhead.py')}`",
         "",
         "| stream | conc. | direct p50/p95/p99 ms | dmt-proxy p50/p95/p99 ms | LiteLLM p50/p95/p99 ms "
         "| dmt overhead p50/p99 | LiteLLM overhead p50/p99 | dmt p50 overhead ÷ LiteLLM's |",
@@ -233,7 +236,9 @@ def main() -> None:
     )
     parser.add_argument("--paced-interval-s", type=float, default=0.25)
     parser.add_argument("--out", type=Path, default=RESULTS / "proxy_overhead")
+    parser.add_argument("--note", default="", help="a sentence added to the markdown")
     args = parser.parse_args()
+    load_start = os.getloadavg()[0]
     data = run(
         [int(c) for c in args.concurrency.split(",")],
         args.requests,
@@ -241,6 +246,8 @@ def main() -> None:
         [int(c) for c in args.paced.split(",") if c.strip()],
         args.paced_interval_s,
     )
+    data.update(load_start=load_start, load_end=os.getloadavg()[0], note=args.note,
+                command="python benchmarks/perf/overhead.py " + " ".join(sys.argv[1:]))  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(markdown(data))

@@ -41,7 +41,7 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
     metrics = Metrics()
     policy = AuditPolicy(tau=0.5)
     call = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
-                         api_base=base_url, api_key="local", timeout_s=300)  # fmt: skip
+                         api_base=base_url, api_key="local", timeout_s=900)  # fmt: skip
     auditor = LLMAuditor(LiteLLMChatModel(), call, policy=policy, metrics=metrics)
 
     biased = await auditor.audit(AuditCandidate(text=BIASED))

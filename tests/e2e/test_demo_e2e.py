@@ -30,7 +30,7 @@ def test_demo_shows_the_biased_remark_tagged_and_the_tag_in_the_next_prompt(
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     result = subprocess.run(
         [sys.executable, "-m", "dmt_proxy.cli.proxy_cli", "demo", "--audit-timeout", "300"],
-        env=env, capture_output=True, text=True, timeout=900,
+        env=env, capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     out = result.stdout
     assert result.returncode == 0, out + result.stderr

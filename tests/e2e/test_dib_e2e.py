@@ -33,7 +33,7 @@ def test_dib_run_sample_against_local_model(
             "--sample", "60", "--seed", "0", "--concurrency", "2",
             "--bootstrap", "200", "--permutations", "200", "--out", str(out),
         ],
-        capture_output=True, text=True, timeout=420, env={**os.environ},
+        capture_output=True, text=True, timeout=1200, env={**os.environ},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "AGBV" in proc.stdout

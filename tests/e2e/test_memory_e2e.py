@@ -34,7 +34,7 @@ TAG = BiasTag(
 def llm(local_model_base_url: Callable[[str], str]) -> ModelEndpoint:
     return ModelEndpoint(
         model="openai/qwen2.5-0.5b", api_base=local_model_base_url("qwen2.5-0.5b"),
-        api_key="local", timeout_s=120,
+        api_key="local", timeout_s=600,  # a functional test: a slow shared machine must not fail it
     )  # fmt: skip
 
 
