@@ -188,20 +188,27 @@ class LangMemBackend:
         """
         path: Literal["json", "langmem"] | None = None
         if options.consolidate:
-            tools = tool_model is not None or (config.llm is not None and config.llm.supports_tools)
+            native = tool_model is not None or (
+                config.llm is not None and config.llm.supports_tools
+            )
+            # Local endpoints get their tool calls from the proxy (memory.langchain_chat).
+            local = (
+                config.llm is not None and config.llm.kind == "local" and config.chat is not None
+            )
             path = (
                 "langmem"
-                if options.manager == "langmem" or (options.manager == "auto" and tools)
+                if options.manager == "langmem" or (options.manager == "auto" and native)
                 else "json"
             )
             if path == "json" and (config.chat is None or config.llm is None):
                 raise ConfigError(
                     "langmem consolidation needs a chat model (config.chat and config.llm)"
                 )
-            if path == "langmem" and not tools:
+            if path == "langmem" and not (native or local):
                 raise ConfigError(
                     "langmem's own manager needs a model that makes tool calls "
-                    "(llm.supports_tools); the local models do not: use manager 'json'"
+                    "(llm.supports_tools) or a local endpoint (llm.kind 'local') with a chat "
+                    "model; use manager 'json'"
                 )
         file = config.store_dir("langmem") / "store.sqlite"
         embedder = config.shared_embedder()
@@ -353,6 +360,15 @@ class LangMemBackend:
             timeout=self._llm.timeout_s,
         )
 
+    def _manager_model(self) -> Any:
+        """The langchain model langmem's manager drives: ours for local endpoints."""
+        assert self._llm is not None
+        if self._llm.kind == "local" and self._chat is not None:
+            from dmt_proxy.memory.langchain_chat import ProxyChatModel
+
+            return ProxyChatModel(self._chat, self._llm, force_tool_call=True)
+        return self._chat_openai()
+
     async def _consolidate_langmem(self, scope: Scope, record: MemoryRecord) -> None:
         if self._langmem is None:
             with warnings.catch_warnings():
@@ -360,7 +376,7 @@ class LangMemBackend:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 from langmem import create_memory_store_manager
 
-            model = self._tool_model or self._chat_openai()
+            model = self._tool_model or self._manager_model()
             self._langmem = create_memory_store_manager(
                 model,
                 namespace=("dmt", "langmem", "{langgraph_user_id}"),
