@@ -115,6 +115,8 @@ class ProxyChatModel(BaseChatModel):
 
     endpoint: ModelEndpoint
     temperature: float = 0.0
+    max_tokens: int | None = None
+    """Sent with every call unless the bound call names its own."""
     force_tool_call: bool = False
     """Send ``tool_choice`` ``auto`` (or none given) as ``required`` when tools are bound."""
     _chat: LocalToolsChatModel = PrivateAttr()
@@ -147,6 +149,8 @@ class ProxyChatModel(BaseChatModel):
 
     def _params(self, stop: list[str] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": self.temperature}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
         for key, value in kwargs.items():
             if key.startswith("ls_"):
                 continue

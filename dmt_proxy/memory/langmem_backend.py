@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 INTERACTION = "interaction"
 CONSOLIDATED = "consolidated"
 _PAGE = 1000
+MANAGER_MAX_TOKENS = 400
+"""Output budget of one manager call (the JSON plan's, for langmem's manager on local models)."""
 
 
 @dataclass
@@ -366,7 +368,11 @@ class LangMemBackend:
         if self._llm.kind == "local" and self._chat is not None:
             from dmt_proxy.memory.langchain_chat import ProxyChatModel
 
-            return ProxyChatModel(self._chat, self._llm, force_tool_call=True)
+            # The JSON manager's budget: trustcall's free-text fields (PatchDoc's
+            # planned_edits) would otherwise run on until the call times out.
+            return ProxyChatModel(
+                self._chat, self._llm, force_tool_call=True, max_tokens=MANAGER_MAX_TOKENS
+            )
         return self._chat_openai()
 
     async def _consolidate_langmem(self, scope: Scope, record: MemoryRecord) -> None:

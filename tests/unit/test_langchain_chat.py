@@ -18,7 +18,7 @@ from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory import BackendConfig, MemoryRecord, Scope, create_backend
 from dmt_proxy.memory.langchain_chat import ProxyChatModel, openai_tool_choice
-from dmt_proxy.memory.langmem_backend import LangMemBackend
+from dmt_proxy.memory.langmem_backend import MANAGER_MAX_TOKENS, LangMemBackend
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.local_tools import LocalToolsChatModel
@@ -170,6 +170,7 @@ async def test_langmem_manager_on_a_local_endpoint(tmp_path: Path, embedder: Loc
     assert backend.stats.created == 1 and backend.stats.updated == 1
     # Every manager call was constrained to tool calls (langmem's first call is "auto").
     for call in upstream.calls:
+        assert call.params["max_tokens"] == MANAGER_MAX_TOKENS
         assert "anyOf" in schema_of(call) or "const" in json.dumps(schema_of(call))
         assert '"none"' not in json.dumps(schema_of(call))
     await backend.close()
