@@ -1,4 +1,4 @@
-"""Memory backends with the real local model (llama-server, qwen2.5-0.5b) behind litellm.
+"""Memory backends with the real local models (llama-server: qwen2.5-0.5b, 1.5b) behind litellm.
 
 What runs: the LangMem-style JSON manager (structured output), langmem's own
 tool-calling manager (on qwen2.5-1.5b, through the proxy's local tool-call layer), and the
