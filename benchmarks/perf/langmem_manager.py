@@ -19,8 +19,8 @@ alternates), each on its own fresh store, so both meet the same machine load; th
 1-minute load average is recorded after each write: the models are shared, so
 latency is only comparable within one run.
 
-Each model's result is kept in ``<run-dir>/<model>__<managers>.json``; a rerun skips
-finished models.
+Each model's result is kept in ``<run-dir>/<model>__<managers>.json``, rewritten
+after every turn; a rerun skips finished models and starts unfinished ones over.
 
 Run:  python benchmarks/perf/langmem_manager.py --models qwen2.5-1.5b \\
           --managers json,langmem --run-dir /tmp/langmem_manager --write
@@ -62,13 +62,18 @@ class CountingChatModel:
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.calls = 0
+        self.errors = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
     async def complete(self, call: UpstreamCall) -> ChatCompletion:
         """The inner completion, counted."""
         self.calls += 1
-        reply = await self.inner.complete(call)
+        try:
+            reply = await self.inner.complete(call)
+        except Exception:
+            self.errors += 1  # trustcall retries after an error without a trace
+            raise
         if reply.usage is not None:
             self.prompt_tokens += reply.usage.prompt_tokens or 0
             self.completion_tokens += reply.usage.completion_tokens or 0
@@ -136,19 +141,21 @@ class ManagerRun:
                             "load_1min": round(os.getloadavg()[0], 2)})  # fmt: skip
         print(f"{self.model} {self.manager}: {self.writes[-1]}", file=sys.stderr)
 
-    async def result(self, scope: Scope, spec: dict[str, Any]) -> dict[str, Any]:
-        """The path's numbers and stored memories; closes the backend."""
-        assert self.backend is not None
-        try:
-            stored = [
-                r.text
-                for r in await self.backend.list(scope)
-                if r.metadata.get("kind") == "consolidated"
-            ]
-            stats = self.backend.stats
-        finally:
+    async def close(self) -> None:
+        """Close the backend and the client."""
+        if self.backend is not None:
             await self.backend.close()
-            await self.client.aclose()
+        await self.client.aclose()
+
+    async def result(self, scope: Scope, spec: dict[str, Any]) -> dict[str, Any]:
+        """The path's numbers and stored memories so far."""
+        assert self.backend is not None
+        stored = [
+            r.text
+            for r in await self.backend.list(scope)
+            if r.metadata.get("kind") == "consolidated"
+        ]
+        stats = self.backend.stats
         latencies = [w["seconds"] for w in self.writes]
         recall = [{"question": q["question"], "found": found(stored, q["any"])}
                   for q in spec["recall"]]  # fmt: skip
@@ -161,6 +168,7 @@ class ManagerRun:
             "latency_p95_s": percentile(latencies, 0.95),
             "latency_mean_s": round(statistics.fmean(latencies), 2) if latencies else None,
             "failures": stats.failures, "model_calls": self.chat.calls,
+            "model_call_errors": self.chat.errors,
             "prompt_tokens": self.chat.prompt_tokens,
             "completion_tokens": self.chat.completion_tokens,
             "created": stats.created, "updated": stats.updated, "stored": stored,
@@ -171,20 +179,30 @@ class ManagerRun:
 
 
 async def run_model(
-    model: str, managers: list[str], spec: dict[str, Any], timeout_s: float
-) -> list[dict[str, Any]]:
-    """The conversation through every manager, interleaved turn by turn (same load for each)."""
+    model: str, managers: list[str], spec: dict[str, Any], timeout_s: float, out: Path
+) -> None:
+    """The conversation through every manager, interleaved turn by turn (same load for each).
+
+    ``out`` is rewritten after every turn (``complete`` false until the last one), so a
+    stopped run still reports the turns it finished.
+    """
     scope = Scope(user=spec["user"])
     embedder = LocalEmbedder()
     with tempfile.TemporaryDirectory() as state:
         runs = [ManagerRun(model, m, timeout_s, Path(state) / m) for m in managers]
-        for run in runs:
-            await run.open(embedder)
-        for i, turn in enumerate(spec["turns"]):
-            # Alternate who goes first, so neither always meets a warmer cache.
-            for run in runs if i % 2 == 0 else runs[::-1]:
-                await run.write(scope, turn)
-        return [await run.result(scope, spec) for run in runs]
+        try:
+            for run in runs:
+                await run.open(embedder)
+            for i, turn in enumerate(spec["turns"]):
+                # Alternate who goes first, so neither always meets a warmer cache.
+                for run in runs if i % 2 == 0 else runs[::-1]:
+                    await run.write(scope, turn)
+                done = i == len(spec["turns"]) - 1
+                rows = [{**await run.result(scope, spec), "complete": done} for run in runs]
+                out.write_text(json.dumps(rows, indent=1))
+        finally:
+            for run in runs:
+                await run.close()
 
 
 def report(rows: list[dict[str, Any]], command: str) -> str:
@@ -203,13 +221,15 @@ def report(rows: list[dict[str, Any]], command: str) -> str:
         stale = sum(s["stored"] for s in r["superseded"])
         lines.append(
             f"| {r['model']} | {r['manager']} | {r['latency_p50_s']} | {r['latency_p95_s']} "
-            f"| {r['failures']}/{len(r['writes'])} | {r['model_calls']} | {r['created']} "
+            f"| {r['failures']}/{len(r['writes'])} "
+            f"| {r['model_calls']} ({r['model_call_errors']} errors) | {r['created']} "
             f"| {r['updated']} | {r['prompt_tokens']} / {r['completion_tokens']} "
             f"| {r['recall_hits']}/{r['recall_n']} | {stale} "
             f"| {r['load_1min_min']}-{r['load_1min_max']} |"
         )
     for r in rows:
-        lines += ["", f"## {r['model']}, manager `{r['manager']}`: stored memories", ""]
+        turns = "" if r["complete"] else f" (stopped after {len(r['writes'])} turns)"
+        lines += ["", f"## {r['model']}, manager `{r['manager']}`{turns}: stored memories", ""]
         lines += [f"- {json.dumps(t)}" for t in r["stored"]] or ["(none)"]
         missed = [q["question"] for q in r["recall"] if not q["found"]]
         lines += ["", f"Missed: {'; '.join(missed) if missed else 'none'}"]
@@ -224,6 +244,7 @@ async def main() -> None:
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--timeout-s", type=float, default=BACKEND_LLM_TIMEOUT_S,
                     help="per model call (default: the proxy's backend model timeout)")  # fmt: skip
+    ap.add_argument("--report-only", action="store_true", help="ask nothing; tabulate the run")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     spec = json.loads(CONVERSATION.read_text())
@@ -232,10 +253,11 @@ async def main() -> None:
     managers = args.managers.split(",")
     for model in args.models.split(","):
         out = args.run_dir / f"{model}__{'_'.join(managers)}.json"
-        if not out.exists():
-            result = await run_model(model, managers, spec, args.timeout_s)
-            out.write_text(json.dumps(result, indent=1))
-        rows.extend(json.loads(out.read_text()))
+        done = out.exists() and all(r["complete"] for r in json.loads(out.read_text()))
+        if not done and not args.report_only:
+            await run_model(model, managers, spec, args.timeout_s, out)
+        if out.exists():
+            rows.extend(json.loads(out.read_text()))
     command = (
         f"python benchmarks/perf/langmem_manager.py --models {args.models} "
         f"--managers {args.managers} --timeout-s {args.timeout_s:g} --run-dir {args.run_dir} --write"
