@@ -10,13 +10,26 @@ backend contract holds whatever the manager does. With ``consolidate=True`` a
 manager then runs on the new interaction and creates or updates *consolidated*
 memories (``kind="consolidated"``) in the same namespace. Two managers:
 
-* ``json`` (default for the local models, which make no tool calls): one
-  structured-output call (``consolidation.plan_consolidation``, prompt
-  ``consolidate_v1``), validated before anything is stored;
+* ``json``: one structured-output call (``consolidation.plan_consolidation``,
+  prompt ``consolidate_v1``), validated before anything is stored; it may write
+  or update up to three memories per turn;
 * ``langmem``: langmem's own ``create_memory_store_manager`` on the same store
-  (its items live in ``("dmt", "langmem", <user hash>)``), for a configured model
-  with ``supports_tools=True``; each memory it writes is mirrored as a
-  consolidated record. ``manager="auto"`` picks it when the model can call tools.
+  (its items live in ``("dmt", "langmem", <user hash>)``); each memory it writes is
+  mirrored as a consolidated record. A model with ``supports_tools=True`` is
+  driven through ``ChatOpenAI``; a local endpoint (``kind="local"``) through
+  ``memory.langchain_chat.ProxyChatModel``, whose tool calls come from the proxy's
+  constrained local layer (one call per model turn, a call always required).
+
+``manager="auto"`` picks ``langmem`` only for a model that makes tool calls itself
+(``supports_tools``) and ``json`` for the local models, from
+``benchmarks/results/langmem_manager.md`` (qwen2.5-1.5b, the first 7 turns of one
+8-turn conversation, both managers interleaved): the JSON manager wrote in a median 11 s
+(p95 62 s) and its memories held 7 of 9 asked facts; langmem's manager took a
+median 52 s (p95 284 s: on updates trustcall's ``PatchDoc`` call, with its
+free-text ``planned_edits``, ran into the 120 s timeout and trustcall retried) and
+held 2 of 9: its patches overwrote earlier memories, and once it stored trustcall's
+retry prompt (the timeout message) as a memory.
+``manager="langmem"`` stays available for local models.
 ``stats`` counts which manager ran, how often it failed and what it wrote.
 
 Audit fields survive consolidation. A consolidated memory keeps a snapshot of
@@ -63,6 +76,8 @@ log = logging.getLogger(__name__)
 INTERACTION = "interaction"
 CONSOLIDATED = "consolidated"
 _PAGE = 1000
+MANAGER_MAX_TOKENS = 400
+"""Output budget of one manager call (the JSON plan's, for langmem's manager on local models)."""
 
 
 @dataclass
@@ -188,20 +203,27 @@ class LangMemBackend:
         """
         path: Literal["json", "langmem"] | None = None
         if options.consolidate:
-            tools = tool_model is not None or (config.llm is not None and config.llm.supports_tools)
+            native = tool_model is not None or (
+                config.llm is not None and config.llm.supports_tools
+            )
+            # Local endpoints get their tool calls from the proxy (memory.langchain_chat).
+            local = (
+                config.llm is not None and config.llm.kind == "local" and config.chat is not None
+            )
             path = (
                 "langmem"
-                if options.manager == "langmem" or (options.manager == "auto" and tools)
+                if options.manager == "langmem" or (options.manager == "auto" and native)
                 else "json"
             )
             if path == "json" and (config.chat is None or config.llm is None):
                 raise ConfigError(
                     "langmem consolidation needs a chat model (config.chat and config.llm)"
                 )
-            if path == "langmem" and not tools:
+            if path == "langmem" and not (native or local):
                 raise ConfigError(
                     "langmem's own manager needs a model that makes tool calls "
-                    "(llm.supports_tools); the local models do not: use manager 'json'"
+                    "(llm.supports_tools) or a local endpoint (llm.kind 'local') with a chat "
+                    "model; use manager 'json'"
                 )
         file = config.store_dir("langmem") / "store.sqlite"
         embedder = config.shared_embedder()
@@ -353,6 +375,19 @@ class LangMemBackend:
             timeout=self._llm.timeout_s,
         )
 
+    def _manager_model(self) -> Any:
+        """The langchain model langmem's manager drives: ours for local endpoints."""
+        assert self._llm is not None
+        if self._llm.kind == "local" and self._chat is not None:
+            from dmt_proxy.memory.langchain_chat import ProxyChatModel
+
+            # The JSON manager's budget: trustcall's free-text fields (PatchDoc's
+            # planned_edits) would otherwise run on until the call times out.
+            return ProxyChatModel(
+                self._chat, self._llm, force_tool_call=True, max_tokens=MANAGER_MAX_TOKENS
+            )
+        return self._chat_openai()
+
     async def _consolidate_langmem(self, scope: Scope, record: MemoryRecord) -> None:
         if self._langmem is None:
             with warnings.catch_warnings():
@@ -360,7 +395,7 @@ class LangMemBackend:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 from langmem import create_memory_store_manager
 
-            model = self._tool_model or self._chat_openai()
+            model = self._tool_model or self._manager_model()
             self._langmem = create_memory_store_manager(
                 model,
                 namespace=("dmt", "langmem", "{langgraph_user_id}"),

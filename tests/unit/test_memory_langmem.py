@@ -2,8 +2,9 @@
 
 The manager's model is a fake here: ``ScriptedChatModel`` (our shipped scripted
 model) for the JSON manager, and langchain's ``FakeMessagesListChatModel`` with
-tool calls for langmem's own manager, because the local models never make tool
-calls. The real-model runs are in tests/e2e/test_memory_e2e.py.
+tool calls for langmem's own manager given as ``tool_model`` (on local endpoints
+it runs through ``memory.langchain_chat``: tests/unit/test_langchain_chat.py).
+The real-model runs are in tests/e2e/test_memory_e2e.py.
 """
 
 from __future__ import annotations
