@@ -89,7 +89,13 @@ class ManagerStats:
     failures: int = 0
     created: int = 0
     updated: int = 0
+    restated: int = 0
+    """Plan entries that repeated a memory's text verbatim: a source added, nothing new."""
     last_path: str | None = None
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 def _state_dict(state: AuditState) -> dict[str, Any]:
@@ -321,9 +327,14 @@ class LangMemBackend:
         target: dict[str, Any] | None,
         manager: str,
         key: str | None = None,
-    ) -> None:
+    ) -> dict[str, Any]:
         now = datetime.now(UTC).isoformat()
-        if target is not None:
+        if target is not None and _same_text(target["text"], text):
+            # Same words: the verdict on them still holds; only the new source is recorded.
+            value = {**target, "updated_at": now}
+            value["sources"] = {**target.get("sources", {}), **self._source(record)}
+            self.stats.restated += 1
+        elif target is not None:
             # New text: a verdict on the old text no longer applies (sources' states do).
             value = {**target, "text": text, "updated_at": now, "own": None}
             value["sources"] = {**target.get("sources", {}), **self._source(record)}
@@ -336,7 +347,9 @@ class LangMemBackend:
                 {"sources": self._source(record), "own": None, "manager": manager},
             )
             self.stats.created += 1
-        await self._put(_recompute(value))
+        value = _recompute(value)
+        await self._put(value)
+        return value
 
     async def _consolidate_json(self, scope: Scope, record: MemoryRecord) -> None:
         assert self._chat is not None and self._llm is not None
@@ -361,7 +374,15 @@ class LangMemBackend:
         for memory in plan.memories:
             index = memory.target
             target = existing[index] if index is not None and index < len(existing) else None
-            await self._derive(scope, record, memory.content, target, CONSOLIDATE_PROMPT_VERSION)
+            if target is None:
+                # Small models often restate a memory they were shown as a new one; the same
+                # words become a new source of that memory, not a duplicate.
+                target = next((v for v in existing if _same_text(v["text"], memory.content)), None)
+            value = await self._derive(
+                scope, record, memory.content, target, CONSOLIDATE_PROMPT_VERSION
+            )
+            if target is None:
+                existing.append(value)
 
     def _chat_openai(self) -> Any:
         from langchain_openai import ChatOpenAI

@@ -169,6 +169,32 @@ async def test_json_manager_consolidates_and_keeps_audit_fields(
     await reopened.close()
 
 
+async def test_json_manager_does_not_duplicate_a_restated_memory(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    fact = "The user's cat is called Biscuit."
+    chat = ScriptedChatModel(
+        [
+            plan({"content": fact, "replaces": None}),
+            # The model repeats the memory it was shown as a new one, twice, in other spacing.
+            plan(
+                {"content": f" {fact.upper()} ", "replaces": None},
+                {"content": fact, "replaces": None},
+            ),
+        ]
+    )
+    backend = await open_json(tmp_path, embedder, chat)
+    first = MemoryRecord.from_interaction(ALICE, "My cat is called Biscuit.", "Cute name!")
+    second = MemoryRecord.from_interaction(ALICE, "Biscuit loves boxes.", "Cats do.")
+    await backend.write(ALICE, first)
+    await backend.write(ALICE, second)
+    derived = [r for r in await backend.list(ALICE) if r.metadata.get("kind") == "consolidated"]
+    assert [r.text for r in derived] == [fact]
+    assert derived[0].metadata["sources"] == sorted([first.id, second.id])
+    assert (backend.stats.created, backend.stats.updated, backend.stats.restated) == (1, 0, 2)
+    await backend.close()
+
+
 async def test_failed_manager_never_fails_the_write(
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
