@@ -82,7 +82,7 @@ def judge(spec: dict[str, Any], expect: dict[str, Any], msg: dict[str, Any]) -> 
     want = expect.get("name")
     if want is None:
         ok = not calls and bool((msg.get("content") or "").strip())
-        return {"valid": ok, "args_match": ok, "got": msg.get("content")}
+        return {"valid": ok, "args_match": ok, "got": calls or msg.get("content")}
     if len(calls) != 1 or calls[0]["function"]["name"] != want:
         return {"valid": False, "args_match": False, "got": calls or msg.get("content")}
     try:
