@@ -236,11 +236,18 @@ def test_openai_agents_streamed_run_on_the_responses_api(stack: Stack) -> None:
 
 
 def test_litellm_client_embeds_through_the_proxy(stack: Stack) -> None:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    reply = litellm.embedding(model="openai/all-minilm-l6-v2", api_base=stack.base_url,
-                              api_key="unused", input=["a cat", "a kitten"])  # fmt: skip
-    vectors = [item["embedding"] for item in reply.data]
+    # In a child process, as an app would run it: litellm's sync client leaves background
+    # threads and event loops behind in the process that calls it.
+    code = (
+        "import json, litellm\n"
+        f"reply = litellm.embedding(model='openai/all-minilm-l6-v2', api_base={stack.base_url!r},\n"
+        "                          api_key='unused', input=['a cat', 'a kitten'])\n"
+        "print(json.dumps(reply.model_dump()))\n"
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=180, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    vectors = [item["embedding"] for item in reply["data"]]
     assert len(vectors) == 2 and len(vectors[0]) == 384
-    assert json.dumps(reply.model_dump()).count("embedding") >= 2
