@@ -47,3 +47,12 @@ DOMAINS: Final[tuple[str, ...]] = get_args(Domain)
 
 BIAS_TYPES: Final[tuple[str, ...]] = (*DOMAINS, OTHER)
 """Every value a tag's ``bias_type`` may take: ``DOMAINS`` then ``"other"``."""
+
+
+def check_domains(value: list[str] | None) -> list[str] | None:
+    """``value`` unchanged when it is None or a non-empty list of known domains (for validators)."""
+    if value is not None:
+        unknown = sorted(set(value) - set(DOMAINS))
+        if unknown or not value:
+            raise ValueError(f"unknown DIB domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+    return value

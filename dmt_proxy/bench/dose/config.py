@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dmt_proxy.bench.dib.generator import MIN_CONTEXTS
 from dmt_proxy.bench.sim.config import AuditConfig, ExecutionConfig, ModelSpec
-from dmt_proxy.domains import DOMAINS
+from dmt_proxy.domains import DOMAINS, check_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import Mode
 
@@ -88,11 +88,7 @@ class DoseDibConfig(BaseModel):
     @field_validator("domains")
     @classmethod
     def _known(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None:
-            unknown = sorted(set(value) - set(DOMAINS))
-            if unknown or not value:
-                raise ValueError(f"unknown DIB domain(s) {unknown}; known: {', '.join(DOMAINS)}")
-        return value
+        return check_domains(value)
 
 
 class DoseConfig(BaseModel):

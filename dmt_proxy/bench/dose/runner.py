@@ -42,6 +42,7 @@ from dmt_proxy.bench.sim.proxy import (
     ManagedProxy,
     ProxyClient,
     ProxySpec,
+    connect_proxy,
     request_model,
 )
 from dmt_proxy.bench.sim.records import write_atomic
@@ -332,20 +333,9 @@ def check_local_models(config: DoseConfig) -> None:
 
 def external_proxy(config: DoseConfig) -> ProxyClient:
     """A client for ``execution.proxy_url`` with the admin key from its env variable."""
-    import os
-
     url = config.execution.proxy_url
     assert url is not None
-    key = os.environ.get(config.execution.admin_key_env, "")
-    if not key:
-        raise ConfigError(
-            f"a running proxy needs its admin key in ${config.execution.admin_key_env} "
-            "(seeding uses POST /v1/memories)"
-        )
-    client = ProxyClient(url.rstrip("/"), key)
-    if not client.healthy():
-        raise ConfigError(f"no healthy proxy at {url} (GET /healthz failed)")
-    return client
+    return connect_proxy(url, config.execution.admin_key_env, "seeding uses POST /v1/memories")
 
 
 async def run_dose(

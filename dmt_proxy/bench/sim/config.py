@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dmt_proxy.bench.dib.generator import MIN_CONTEXTS, SAMPLING_V1, SAMPLING_VERSION, Sampling
-from dmt_proxy.domains import DOMAINS
+from dmt_proxy.domains import DOMAINS, check_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import Mode, load_policy
 
@@ -160,11 +160,7 @@ class DibConfig(BaseModel):
     @field_validator("domains")
     @classmethod
     def _known(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None:
-            unknown = sorted(set(value) - set(DOMAINS))
-            if unknown or not value:
-                raise ValueError(f"unknown DIB domain(s) {unknown}; known: {', '.join(DOMAINS)}")
-        return value
+        return check_domains(value)
 
     @model_validator(mode="after")
     def _size(self) -> DibConfig:

@@ -291,17 +291,26 @@ class ManagedProxy:
         self.proc = None
 
 
-def external_proxy(config: SimConfig) -> ProxyClient:
-    """A client for ``execution.proxy_url``, with the admin key from its env variable."""
-    url = config.execution.proxy_url
-    assert url is not None
-    key = os.environ.get(config.execution.admin_key_env, "")
+def connect_proxy(url: str, admin_key_env: str, needs: str) -> ProxyClient:
+    """A client for a running proxy at ``url``, with the admin key from ``$admin_key_env``.
+
+    ``needs`` says which admin routes the caller uses, for the error when the key is missing.
+    """
+    key = os.environ.get(admin_key_env, "")
     if not key:
-        raise ConfigError(
-            f"--proxy-url needs the proxy's admin key in ${config.execution.admin_key_env} "
-            "(the simulation waits on /v1/admin/outbox and reads /v1/memories)"
-        )
+        raise ConfigError(f"a running proxy needs its admin key in ${admin_key_env} ({needs})")
     client = ProxyClient(url.rstrip("/"), key)
     if not client.healthy():
         raise ConfigError(f"no healthy proxy at {url} (GET /healthz failed)")
     return client
+
+
+def external_proxy(config: SimConfig) -> ProxyClient:
+    """A client for ``execution.proxy_url``, with the admin key from its env variable."""
+    url = config.execution.proxy_url
+    assert url is not None
+    return connect_proxy(
+        url,
+        config.execution.admin_key_env,
+        "the simulation waits on /v1/admin/outbox and reads /v1/memories",
+    )
