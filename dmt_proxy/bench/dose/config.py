@@ -20,11 +20,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dmt_proxy.bench.dib.generator import MIN_CONTEXTS
-from dmt_proxy.bench.sim.config import AuditConfig, ExecutionConfig, ModelSpec
+from dmt_proxy.bench.sim.config import AuditConfig, ExecutionConfig, ModelSpec, read_yaml
 from dmt_proxy.domains import DOMAINS, check_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import Mode
@@ -235,10 +234,4 @@ def parse_dose_config(raw: Any, *, where: str = "config") -> DoseConfig:
 
 def load_dose_config(path: Path) -> DoseConfig:
     """Read and validate a YAML dose config."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
-    return parse_dose_config(raw, where=f"config {path}")
+    return parse_dose_config(read_yaml(path), where=f"config {path}")

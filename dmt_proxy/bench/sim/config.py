@@ -361,15 +361,19 @@ def parse_config(raw: Any, *, where: str = "config") -> SimConfig:
         raise ConfigError(_format_errors(exc, where)) from None
 
 
-def load_config(path: Path) -> SimConfig:
-    """Read and validate a YAML config file."""
+def read_yaml(path: Path) -> Any:
+    """A config file's parsed YAML; ConfigError when it cannot be read or parsed."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
-    return parse_config(raw, where=f"config {path}")
+
+
+def load_config(path: Path) -> SimConfig:
+    """Read and validate a YAML config file."""
+    return parse_config(read_yaml(path), where=f"config {path}")
 
 
 def with_overrides(config: SimConfig, overrides: dict[str, Any]) -> SimConfig:
