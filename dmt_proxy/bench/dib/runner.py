@@ -154,6 +154,32 @@ async def run_decisions(
     return RunOutput(results=done, config=config, elapsed_s=time.perf_counter() - started)
 
 
+async def run_with_retries(
+    samples: Sequence[Sample],
+    endpoint: Endpoint,
+    config: ScoringConfig,
+    *,
+    client: Any,
+    retries: int,
+) -> tuple[list[DecisionResult], ScoringConfig]:
+    """``run_decisions``, then up to ``retries`` more tries of the decisions that errored.
+
+    The caller decides what errors left after that mean (the result order is the samples').
+    """
+    output = await run_decisions(samples, endpoint, config, client=client, progress=None)
+    results, scoring = list(output.results), output.config
+    for _ in range(retries):
+        failed = [i for i, r in enumerate(results) if r.outcome is Outcome.ERROR]
+        if not failed:
+            break
+        again = await run_decisions(
+            [samples[i] for i in failed], endpoint, scoring, client=client, progress=None
+        )
+        for i, result in zip(failed, again.results, strict=True):
+            results[i] = result
+    return results, scoring
+
+
 def by_context(samples: Sequence[Sample], *, start: int = 0) -> list[list[int]]:
     """Indices of ``samples[start:]`` grouped by context, contexts in order of first appearance."""
     groups: dict[str, list[int]] = {}

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.dib.generator import draw_sample, generate
-from dmt_proxy.bench.dib.runner import run_decisions
+from dmt_proxy.bench.dib.runner import run_with_retries
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode
 from dmt_proxy.bench.dose import cells as c
@@ -38,12 +38,12 @@ from dmt_proxy.bench.dose.seeds import Seed, seeds_for
 from dmt_proxy.bench.endpoint import Endpoint
 from dmt_proxy.bench.sim.proxy import (
     AGENT_ALIAS,
-    AUDITOR_ALIAS,
     ManagedProxy,
     ProxyClient,
     ProxySpec,
     connect_proxy,
     request_model,
+    run_policy,
 )
 from dmt_proxy.bench.sim.records import write_atomic
 from dmt_proxy.bench.sim.runner import Manifest, open_run_dir, set_status
@@ -75,34 +75,10 @@ def scoring_config(config: DoseConfig) -> ScoringConfig:
 
 def dose_policy(config: DoseConfig) -> dict[str, Any]:
     """The proxy policy: the backend with ``top_k`` = the largest dose, the auditor, aliases."""
-    models: dict[str, Any] = {}
-    for spec, alias in ((config.models.agent, AGENT_ALIAS), (config.models.auditor, AUDITOR_ALIAS)):
-        if not spec.is_local:
-            entry: dict[str, Any] = {"model": spec.model}
-            if spec.api_base:
-                entry["api_base"] = spec.api_base
-            if spec.api_key_env:
-                entry["api_key_env"] = spec.api_key_env
-            models[alias] = entry
     memory: dict[str, Any] = {"backend": config.memory, "top_k": config.top_k}
     if config.backend_options:
         memory["options"] = dict(config.backend_options)
-    policy: dict[str, Any] = {
-        "version": 1,
-        "name": f"dose-{config.memory}",
-        "mode": "off",
-        "default_model": request_model(config.models.agent, AGENT_ALIAS),
-        "memory": memory,
-        "audit": {
-            "tau": config.audit.tau,
-            "auditor_model": request_model(config.models.auditor, AUDITOR_ALIAS),
-            "auditor_prompt": config.audit.prompt,
-            "timeout_s": config.audit.timeout_s,
-        },
-    }
-    if models:
-        policy["models"] = models
-    return policy
+    return run_policy(f"dose-{config.memory}", config.models, config.audit, memory)
 
 
 class Progress:
@@ -265,23 +241,10 @@ class DoseRun:
     async def _decide(self, endpoint: Endpoint) -> tuple[list[DecisionResult], ScoringConfig]:
         client = endpoint.client()
         try:
-            out = await run_decisions(
-                self.samples, endpoint, scoring_config(self.config), client=client, progress=None
-            )
-            results, scoring = list(out.results), out.config
-            for _ in range(DIB_RETRIES):
-                failed = [i for i, r in enumerate(results) if r.outcome is Outcome.ERROR]
-                if not failed:
-                    break
-                again = await run_decisions(
-                    [self.samples[i] for i in failed],
-                    endpoint,
-                    scoring,
-                    client=client,
-                    progress=None,
-                )
-                for i, result in zip(failed, again.results, strict=True):
-                    results[i] = result
+            results, scoring = await run_with_retries(
+                self.samples, endpoint, scoring_config(self.config), client=client,
+                retries=DIB_RETRIES,
+            )  # fmt: skip
         finally:
             await client.close()
         errors = [r for r in results if r.outcome is Outcome.ERROR]

@@ -29,7 +29,7 @@ from typing import Any, TypedDict
 
 import openai
 
-from dmt_proxy.bench.dib.runner import run_decisions
+from dmt_proxy.bench.dib.runner import run_with_retries
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig
 from dmt_proxy.bench.endpoint import Endpoint
@@ -187,17 +187,9 @@ async def _decide(
 ) -> tuple[list[DecisionResult], ScoringConfig]:
     client = LoggingClient(endpoint.client(), deps.log.bind(t=t), "dib", lambda: deps.advance(1))
     try:
-        output = await run_decisions(samples, endpoint, deps.scoring, client=client, progress=None)
-        results, scoring = list(output.results), output.config
-        for _ in range(DIB_RETRIES):
-            failed = [i for i, r in enumerate(results) if r.outcome is Outcome.ERROR]
-            if not failed:
-                break
-            again = await run_decisions(
-                [samples[i] for i in failed], endpoint, scoring, client=client, progress=None
-            )
-            for i, result in zip(failed, again.results, strict=True):
-                results[i] = result
+        results, scoring = await run_with_retries(
+            samples, endpoint, deps.scoring, client=client, retries=DIB_RETRIES
+        )
     finally:
         await client.close()
     errors = [r for r in results if r.outcome is Outcome.ERROR]

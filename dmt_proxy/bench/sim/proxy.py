@@ -21,12 +21,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import yaml
 
-from dmt_proxy.bench.sim.config import ModelSpec, SimConfig
+from dmt_proxy.bench.sim.config import AuditConfig, ModelSpec, SimConfig
 from dmt_proxy.errors import ConfigError, UpstreamError
 
 AGENT_ALIAS = "sim-agent"
@@ -42,6 +42,49 @@ def request_model(spec: ModelSpec, alias: str) -> str:
     return spec.model if spec.is_local else alias
 
 
+class RunModels(Protocol):
+    """The two models of a run (the simulation's and the dose run's configs both have them)."""
+
+    @property
+    def agent(self) -> ModelSpec: ...
+    @property
+    def auditor(self) -> ModelSpec: ...
+
+
+def run_policy(
+    name: str,
+    models: RunModels,
+    audit: AuditConfig,
+    memory: dict[str, Any],
+) -> dict[str, Any]:
+    """The proxy policy of a benchmark run: aliases for non-local models, the auditor, memory."""
+    aliases: dict[str, Any] = {}
+    for spec, alias in ((models.agent, AGENT_ALIAS), (models.auditor, AUDITOR_ALIAS)):
+        if not spec.is_local:
+            entry: dict[str, Any] = {"model": spec.model}
+            if spec.api_base:
+                entry["api_base"] = spec.api_base
+            if spec.api_key_env:
+                entry["api_key_env"] = spec.api_key_env
+            aliases[alias] = entry
+    policy: dict[str, Any] = {
+        "version": 1,
+        "name": name,
+        "mode": "off",
+        "default_model": request_model(models.agent, AGENT_ALIAS),
+        "memory": memory,
+        "audit": {
+            "tau": audit.tau,
+            "auditor_model": request_model(models.auditor, AUDITOR_ALIAS),
+            "auditor_prompt": audit.prompt,
+            "timeout_s": audit.timeout_s,
+        },
+    }
+    if aliases:
+        policy["models"] = aliases
+    return policy
+
+
 def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
     """The proxy policy for one memory architecture (mode comes per request).
 
@@ -49,35 +92,11 @@ def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
     out when there are none, as before they existed); the auditor prompt is the
     config's, which defaults to the proxy's own default.
     """
-    models: dict[str, Any] = {}
-    for spec, alias in ((config.models.agent, AGENT_ALIAS), (config.models.auditor, AUDITOR_ALIAS)):
-        if not spec.is_local:
-            entry: dict[str, Any] = {"model": spec.model}
-            if spec.api_base:
-                entry["api_base"] = spec.api_base
-            if spec.api_key_env:
-                entry["api_key_env"] = spec.api_key_env
-            models[alias] = entry
     memory: dict[str, Any] = {"backend": backend, "top_k": config.agent.top_k}
     options = config.options_for(backend)
     if options:
         memory["options"] = options
-    policy: dict[str, Any] = {
-        "version": 1,
-        "name": f"sim-{backend}",
-        "mode": "off",
-        "default_model": request_model(config.models.agent, AGENT_ALIAS),
-        "memory": memory,
-        "audit": {
-            "tau": config.audit.tau,
-            "auditor_model": request_model(config.models.auditor, AUDITOR_ALIAS),
-            "auditor_prompt": config.audit.prompt,
-            "timeout_s": config.audit.timeout_s,
-        },
-    }
-    if models:
-        policy["models"] = models
-    return policy
+    return run_policy(f"sim-{backend}", config.models, config.audit, memory)
 
 
 def check_backend_options(config: SimConfig, backend: str) -> None:
