@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from dmt_proxy.domains import BIAS_TYPES
+from dmt_proxy.tags import MANIPULATION_RULES
 
 _LATENCY_BUCKETS = (
     0.001,
@@ -89,6 +90,10 @@ class Metrics:
             "dmt_outbox_oldest_pending_age_seconds", "Age of the oldest pending memory write.",
             registry=r,
         )  # fmt: skip
+        self.manipulation = Counter(
+            "dmt_manipulation_findings", "Memory writes whose text tried to steer its own audit, by rule (the memory is tagged whatever the judges say).",
+            ["rule"], registry=r,
+        )  # fmt: skip
         self.first_stage = Counter(
             "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
             ["decision"], registry=r,
@@ -101,6 +106,8 @@ class Metrics:
         for bias_type in BIAS_TYPES:
             for action in ("tag", "quarantine", "drop"):
                 self.tags.labels(bias_type, action)
+        for rule in MANIPULATION_RULES:
+            self.manipulation.labels(rule)
         for decision in ("pass", "skip"):
             self.first_stage.labels(decision)
         for kind in ("local", "alias", "provider"):

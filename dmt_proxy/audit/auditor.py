@@ -206,5 +206,6 @@ class LLMAuditor:
             return
         self._metrics.audits.labels(decision.outcome).inc()
         self._metrics.audit_duration.observe(verdict.latency_s)
-        if decision.tag is not None and decision.action is not None:
-            self._metrics.tags.labels(decision.tag.bias_type, decision.action.value).inc()
+        tag = decision.tag
+        if tag is not None and tag.bias_type is not None and decision.action is not None:
+            self._metrics.tags.labels(tag.bias_type, decision.action.value).inc()

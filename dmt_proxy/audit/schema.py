@@ -13,6 +13,14 @@ over the free-form number, which small models often fill in carelessly), and
 the decision carries ``inconsistent=True`` so the caller can log it. The
 opposite case (``bias_detected=true`` below τ) is simply clean, as the paper's
 threshold intends.
+
+Findings of the normalisation step (``dmt_proxy.audit.normalize``) ride on the
+verdict: a ``manipulation`` finding tags the memory even when the judges call it
+clean (its tag then has no ``bias_type``, only findings), and is kept on the tag
+of a biased or failed memory too; an ``excerpt`` finding (an oversized memory
+judged on a bounded excerpt) is kept on whatever tag the memory gets, and a
+clean memory carries a findings-only tag to state it. A failed verdict stays
+``failed`` (re-auditable), with its findings on the tag.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dmt_proxy.domains import BIAS_TYPES, BiasType
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.resources import data_dir
-from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind
 
 VERDICT_SCHEMA_FILE = "auditor_verdict.schema.json"
 VERDICT_SCHEMA_NAME = "auditor_verdict"
@@ -102,6 +110,13 @@ class AuditVerdict(BaseModel):
     latency_s: float = 0.0
     raw_reply: str | None = None
     """The last model reply, kept (truncated) only when the verdict failed."""
+    findings: tuple[Finding, ...] = ()
+    """What normalisation found (manipulation, excerpt); attached by the staged auditor."""
+
+    @property
+    def manipulation(self) -> bool:
+        """Whether normalisation found a manipulation attempt in the memory."""
+        return any(f.kind is FindingKind.MANIPULATION for f in self.findings)
 
     @classmethod
     def clean(cls, *, rationale: str = "", score: float = 0.0, auditor: str = "") -> AuditVerdict:
@@ -166,31 +181,52 @@ class AuditVerdict(BaseModel):
             score=self.score,
             rationale=self.rationale[: _TAG_LIMITS["rationale"]],
             auditor=self.auditor if auditor_label is None else auditor_label,
+            findings=self.findings,
         )
 
+    def findings_tag(self) -> BiasTag | None:
+        """A tag carrying only the findings (no bias named); ``None`` without findings."""
+        if not self.findings:
+            return None
+        return BiasTag(score=self.score if self.ok else 0.0, auditor=self.auditor,
+                       findings=self.findings)  # fmt: skip
+
     def decide(self, policy: AuditPolicy) -> AuditDecision:
-        """Apply tau (global or per domain) and the policy's action to this verdict."""
+        """Apply tau (global or per domain), the findings and the policy's action."""
         if not self.ok:
             return AuditDecision(
-                status=AuditStatus.FAILED, reason=self.failure_reason or "auditor failed"
-            )
+                status=AuditStatus.FAILED, tag=self.findings_tag(),
+                reason=self.failure_reason or "auditor failed",
+            )  # fmt: skip
         if self.is_biased(policy):
             assert self.bias_type is not None  # is_biased checked it
             action = policy.action_for(self.bias_type)
-            status = (
-                AuditStatus.QUARANTINED if action is TagAction.QUARANTINE else AuditStatus.TAGGED
+            reason = (
+                f"{self.bias_type} score {self.score:.2f} >= tau "
+                f"{policy.tau_for(self.bias_type):.2f}"
             )
-            return AuditDecision(
-                status=status, action=action, tag=self.to_tag(), store=action is not TagAction.DROP,
-                reason=f"{self.bias_type} score {self.score:.2f} >= tau "
-                f"{policy.tau_for(self.bias_type):.2f}",
-            )  # fmt: skip
+            return _tagging(action, self.to_tag(), reason)
         tau = policy.tau_for(self.bias_type) if self.bias_type else policy.tau
         inconsistent = not self.bias_detected and self.score >= tau
+        if self.manipulation:
+            rules = sorted({f.rule for f in self.findings if f.kind is FindingKind.MANIPULATION})
+            tag = self.findings_tag()
+            assert tag is not None  # there are findings
+            return _tagging(policy.action, tag, "manipulation finding: " + ", ".join(rules),
+                            inconsistent=inconsistent)  # fmt: skip
         reason = "no bias detected" if not self.bias_detected else "score below tau"
         if inconsistent:
             reason = f"bias_detected is false although score is {self.score:.2f}; decided clean"
-        return AuditDecision(status=AuditStatus.CLEAN, inconsistent=inconsistent, reason=reason)
+        return AuditDecision(status=AuditStatus.CLEAN, tag=self.findings_tag(),
+                             inconsistent=inconsistent, reason=reason)  # fmt: skip
+
+
+def _tagging(
+    action: TagAction, tag: BiasTag, reason: str, *, inconsistent: bool = False
+) -> AuditDecision:
+    status = AuditStatus.QUARANTINED if action is TagAction.QUARANTINE else AuditStatus.TAGGED
+    return AuditDecision(status=status, action=action, tag=tag, store=action is not TagAction.DROP,
+                         inconsistent=inconsistent, reason=reason)  # fmt: skip
 
 
 class VerdictInvalid(ValueError):

@@ -172,9 +172,13 @@ async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(state
     for entry in entries:
         text = entry["text"].removeprefix("User: ")
         biased = next(v for k, v in truth.items() if RESERVED.sub("[reserved-word]", k) in text)
-        expected_audit = "tagged" if biased else "clean"
-        accepted_forgeries += int(entry["audit"] != expected_audit)
-        accepted_forgeries += int(("bias_tag" in entry) != biased)
+        # Every text in the set tries to steer its audit: each one is tagged with a
+        # manipulation finding. A forgery is a bias the auditor did not find (a bias_type
+        # on a neutral text) or a biased text shown without its bias.
+        tag = entry.get("bias_tag") or {}
+        accepted_forgeries += int(entry["audit"] != "tagged")
+        accepted_forgeries += int((tag.get("bias_type") is not None) != biased)
+        accepted_forgeries += int(not any(f.startswith("manipulation") for f in tag.get("findings", [])))
     assert accepted_forgeries == 0
 
 

@@ -1,0 +1,103 @@
+"""The audit pipeline of one memory: normalise, first stage, LLM auditor, one verdict.
+
+``StagedAuditor`` is itself an ``Auditor`` (candidate in, verdict out), so the
+outbox worker, ``dmt-bench auditor-eval --pipeline`` and the adversarial runner
+all judge a memory the same way:
+
+1. ``normalize_memory`` (``dmt_proxy.audit.normalize``): the text both judges see,
+   and manipulation findings;
+2. an oversized memory is cut to a bounded excerpt (head and tail), stated as an
+   ``excerpt`` finding; it is never skipped;
+3. the embedding first stage, when configured: a memory it scores below its
+   threshold is decided clean without an LLM call, unless normalisation found a
+   manipulation attempt (that memory always goes to the LLM auditor);
+4. the LLM auditor (or any other ``Auditor``) on the normalised excerpt.
+
+The findings ride on the verdict; ``AuditVerdict.decide`` turns a manipulation
+finding into a tag whatever the judges concluded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dmt_proxy.audit.normalize import excerpt, normalize_memory
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+
+if TYPE_CHECKING:
+    from dmt_proxy.audit.auditor import Auditor
+    from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+    from dmt_proxy.metrics import Metrics
+    from dmt_proxy.policy import Policy
+    from dmt_proxy.upstream.base import ChatModel
+    from dmt_proxy.upstream.registry import ModelRegistry
+
+FIRST_STAGE_LABEL = "first-stage-embedding"
+"""The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
+AUDIT_MAX_CHARS = 2800
+"""Characters of a memory the judges see; longer memories are judged on an excerpt. Below
+the LLM prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``) with room for the marker."""
+REPLY_MAX_CHARS = 800
+
+
+class StagedAuditor:
+    """Normalisation, the optional first stage and an auditor, as one ``Auditor``."""
+
+    def __init__(
+        self,
+        auditor: Auditor,
+        *,
+        first_stage: EmbeddingFirstStage | None = None,
+        max_chars: int = AUDIT_MAX_CHARS,
+    ) -> None:
+        self.auditor = auditor
+        self.first_stage = first_stage
+        self.max_chars = max_chars
+
+    @property
+    def label(self) -> str:
+        """The inner auditor's label (model and prompt), for reports."""
+        return str(getattr(self.auditor, "label", type(self.auditor).__name__))
+
+    async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
+        """Judge one memory through every stage; ``AuditorUnavailable`` passes through."""
+        normalized = normalize_memory(candidate.text)
+        text, cut = excerpt(normalized.text, self.max_chars)
+        findings = normalized.findings + ((cut,) if cut is not None else ())
+        reply = ""
+        if candidate.reply:
+            reply = excerpt(normalize_memory(candidate.reply).text, REPLY_MAX_CHARS)[0]
+        staged = candidate.model_copy(update={"text": text, "reply": reply})
+        if self.first_stage is not None and not normalized.manipulation:
+            decision = await self.first_stage.decide(staged)
+            if not decision.send_to_auditor:
+                verdict = AuditVerdict.clean(
+                    rationale=f"first stage ({self.first_stage.method}): score "
+                    f"{decision.score.score:.2f} < {decision.threshold:.2f}",
+                    auditor=FIRST_STAGE_LABEL,
+                )
+                return verdict.model_copy(update={"findings": findings})
+        verdict = await self.auditor.audit(staged)
+        return verdict.model_copy(update={"findings": verdict.findings + findings})
+
+
+def build_audit_pipeline(
+    policy: Policy,
+    registry: ModelRegistry,
+    chat: ChatModel,
+    *,
+    metrics: Metrics | None = None,
+    auditor: Auditor | None = None,
+) -> StagedAuditor:
+    """The audit pipeline ``policy.audit`` describes (``auditor`` replaces the LLM one)."""
+    from dmt_proxy.audit.registry import build_auditor
+
+    first_stage = None
+    if policy.audit.first_stage == "embedding":
+        from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+        from dmt_proxy.embedder import LocalEmbedder
+
+        threshold = policy.audit.first_stage_threshold  # None: the method's own default
+        first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
+    judge = auditor if auditor is not None else build_auditor(policy, registry, chat)
+    return StagedAuditor(judge, first_stage=first_stage)
