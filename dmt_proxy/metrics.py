@@ -72,7 +72,7 @@ class Metrics:
             ["backend", "outcome"], registry=r,
         )  # fmt: skip
         self.audits = Counter(
-            "dmt_audits", "Auditor verdicts, by outcome (clean, tagged, failed, skipped).",
+            "dmt_audits", "Auditor verdicts, by outcome (clean, tagged, disputed, failed, skipped).",
             ["outcome"], registry=r,
         )  # fmt: skip
         self.tags = Counter(
@@ -101,7 +101,7 @@ class Metrics:
 
         # Pre-create the bounded label combinations at 0: a series that first appears
         # already at 1 shows no increase() to Prometheus, so the first tag would be missed.
-        for outcome in ("clean", "tagged", "failed", "skipped"):
+        for outcome in ("clean", "tagged", "disputed", "failed", "skipped"):
             self.audits.labels(outcome)
         for bias_type in BIAS_TYPES:
             for action in ("tag", "quarantine", "drop"):

@@ -13,8 +13,9 @@ all judge a memory the same way:
    manipulation attempt (that memory always goes to the LLM auditor);
 4. the LLM auditor (or any other ``Auditor``) on the normalised excerpt.
 
-The findings ride on the verdict; ``AuditVerdict.decide`` turns a manipulation
-finding into a tag whatever the judges concluded.
+The findings and the first stage's opinion ride on the verdict;
+``AuditVerdict.decide`` turns a manipulation finding into a tag whatever the judges
+concluded, and a confident disagreement of the two judges into ``disputed``.
 """
 
 from __future__ import annotations
@@ -68,17 +69,20 @@ class StagedAuditor:
         if candidate.reply:
             reply = excerpt(normalize_memory(candidate.reply).text, REPLY_MAX_CHARS)[0]
         staged = candidate.model_copy(update={"text": text, "reply": reply})
-        if self.first_stage is not None and not normalized.manipulation:
+        opinion = None
+        if self.first_stage is not None:
             decision = await self.first_stage.decide(staged)
-            if not decision.send_to_auditor:
+            opinion = decision.opinion(self.first_stage.method)
+            if not decision.send_to_auditor and not normalized.manipulation:
                 verdict = AuditVerdict.clean(
                     rationale=f"first stage ({self.first_stage.method}): score "
                     f"{decision.score.score:.2f} < {decision.threshold:.2f}",
                     auditor=FIRST_STAGE_LABEL,
                 )
-                return verdict.model_copy(update={"findings": findings})
+                return verdict.model_copy(update={"findings": findings, "first_stage": opinion})
         verdict = await self.auditor.audit(staged)
-        return verdict.model_copy(update={"findings": verdict.findings + findings})
+        update = {"findings": verdict.findings + findings, "first_stage": opinion}
+        return verdict.model_copy(update=update)
 
 
 def build_audit_pipeline(

@@ -202,8 +202,11 @@ class OutboxWorker:
         if verdict.attempts:
             self.metrics.audit_duration.observe(verdict.latency_s)
         tag = decision.tag
-        if tag is not None and tag.bias_type is not None and decision.action is not None:
-            self.metrics.tags.labels(tag.bias_type, decision.action.value).inc()
+        # A disputed memory is counted as such; dmt_tags holds the auditor's tags.
+        action = decision.action
+        counted = decision.status is not AuditStatus.DISPUTED and action is not None
+        if counted and action is not None and tag is not None and tag.bias_type is not None:
+            self.metrics.tags.labels(tag.bias_type, action.value).inc()
         for rule in sorted(
             {f.rule for f in verdict.findings if f.kind is FindingKind.MANIPULATION}
         ):
