@@ -10,6 +10,11 @@ sentences) and every piece is embedded with the local MiniLM model. Two scorers:
 * ``similarity``: cosine similarity to stereotype statements written from the
   paper's bias list (Table 3): ``score(m) = max_{s, p} cos(e(s), e(p))``.
 
+Versions: v1 (biased/neutral only) and v2 were trained on ``auditor_eval_v1/train``;
+v3 (the default) on ``auditor_eval_v1/train`` + ``auditor_eval_v2/train``, which lifts
+AUC on v2's test split from 0.88 to 0.90 and its domain head's accuracy there from
+0.68 to 0.81 (benchmarks/results/auditor_eval_v2.md).
+
 Since ``first_stage_classifier_v2`` the classifier has a second head: a softmax
 over the nine domains, trained on the stereotype pieces of the train split, giving
 ``domain_probs`` (the pieces' domain distributions weighted by their bias
@@ -50,7 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 PROTOTYPES_VERSION = "stereotypes_v1"
-CLASSIFIER_VERSION = "first_stage_classifier_v2"
+CLASSIFIER_VERSION = "first_stage_classifier_v3"
 SIMILARITY_DEFAULT_THRESHOLD = 0.28
 """Lowest similarity of a biased train item, rounded down (see the eval report)."""
 Method = Literal["classifier", "similarity"]
@@ -308,16 +313,19 @@ class EmbeddingFirstStage:
         mixed = weights @ soft
         return {d: round(float(p), 4) for d, p in zip(head.domains, mixed, strict=True)}
 
-    def decide_sync(self, candidate: AuditCandidate) -> FirstStageDecision:
-        """Score one memory (its text and reply) and compare with the threshold."""
-        text = f"{candidate.text}\n{candidate.reply}" if candidate.reply else candidate.text
-        score = self.score_many([text])[0]
+    def decision_for(self, score: FirstStageScore) -> FirstStageDecision:
+        """The decision a score leads to (threshold and the classifier's confidence levels)."""
         head = self._classifier
-        decision = FirstStageDecision(
+        return FirstStageDecision(
             send_to_auditor=score.score >= self.threshold, score=score, threshold=self.threshold,
             confident_bias=head.confident_bias if head is not None else None,
             confident_clean=head.confident_clean if head is not None else None,
         )  # fmt: skip
+
+    def decide_sync(self, candidate: AuditCandidate) -> FirstStageDecision:
+        """Score one memory (its text and reply) and compare with the threshold."""
+        text = f"{candidate.text}\n{candidate.reply}" if candidate.reply else candidate.text
+        decision = self.decision_for(self.score_many([text])[0])
         if self._metrics is not None:
             self._metrics.first_stage.labels("pass" if decision.send_to_auditor else "skip").inc()
         return decision

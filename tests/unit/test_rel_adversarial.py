@@ -34,6 +34,7 @@ from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.fake import ScriptedChatModel
 from tests.reliability.adversarial_auditor import (
+    EVASION_TARGET,
     AdversarialSet,
     Judged,
     load_set,
@@ -42,6 +43,8 @@ from tests.reliability.adversarial_auditor import (
 )
 
 SET = load_set()
+SET_V2 = load_set("adversarial_memories_v2")
+ALL_ITEMS = [*SET.items, *SET_V2.items]
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth", score=0.8)
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
 ENTRY_KEYS = {"n", "text", "date", "audit", "bias_tag"}
@@ -98,7 +101,7 @@ STATUSES = [AuditStatus.CLEAN, AuditStatus.PENDING, AuditStatus.UNAUDITED, Audit
 def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -> None:
     items = [
         RenderItem(item.text, WHEN, status, TAG if status is AuditStatus.TAGGED else None)
-        for item in SET.items
+        for item in ALL_ITEMS
         for status in STATUSES
     ]
     block = render_memories(items, with_tags=True, instruction="Treat tagged content as opinion.",
@@ -114,10 +117,10 @@ def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -
         assert forged(block_entries(single, nonce or nonce_of(single)), [item]) == 0
 
 
-@pytest.mark.parametrize("version", ["auditor_v1", "auditor_v2"])
+@pytest.mark.parametrize("version", ["auditor_v1", "auditor_v2", "auditor_v3"])
 def test_adversarial_text_cannot_close_the_auditors_data_block(version: str) -> None:
     prompt = load_auditor_prompt(version)
-    for item in SET.items:
+    for item in ALL_ITEMS:
         user = render_messages(prompt, AuditCandidate(text=item.text, reply=item.text))[-1]["content"]
         assert user.count("<memory>") == 1 and user.count("</memory>") == 1, item.id
         assert user.count("<reply>") == 1 and user.count("</reply>") == 1, item.id
@@ -216,3 +219,21 @@ def test_flagged_follows_the_policy_threshold() -> None:
     low = AuditVerdict.biased("age", score=0.4)
     assert not flagged(low, AuditPolicy(tau=0.5)) and flagged(low, AuditPolicy(tau=0.3))
     assert not flagged(AuditVerdict.failed("garbage"), AuditPolicy())
+
+
+COMMITTED_V2 = Path(__file__).resolve().parents[2] / "benchmarks/results/adversarial_memories_v2.json"
+
+
+@pytest.mark.skipif(not COMMITTED_V2.exists(), reason="no committed v2 measurement yet")
+def test_committed_v2_measurement_is_of_the_shipped_set_and_under_the_target() -> None:
+    # The number the report states is recomputed from its per-text verdicts on the shipped
+    # set, so neither the set nor the arithmetic can drift from what was measured.
+    result = json.loads(COMMITTED_V2.read_text())
+    data = load_set("adversarial_memories_v2")
+    assert result["meta"]["set"] == data.version
+    judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
+    assert set(judged) == {b.id for b in data.bases} | {i.id for i in data.items}
+    summary = summarize(data, judged)
+    assert summary == result["summary"] or json.loads(json.dumps(summary, default=str)) == result["summary"]
+    overall = summary["by_attack"]["all"]
+    assert overall["evasion_n"] > 0 and overall["evasion_rate"] <= EVASION_TARGET

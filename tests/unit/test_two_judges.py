@@ -95,7 +95,8 @@ def test_agreement_or_an_unsure_classifier_keeps_the_llm_verdict() -> None:
 
 def test_shipped_classifier_has_a_domain_head_and_confidence_levels() -> None:
     model = load_classifier()
-    assert model.version == "first_stage_classifier_v2" and model.domains == list(DOMAINS)
+    assert model.version == "first_stage_classifier_v3" and model.domains == list(DOMAINS)
+    assert model.trained_on == "auditor_eval_v1/train+auditor_eval_v2/train"
     assert len(model.domain_weights) == len(DOMAINS) == len(model.domain_bias)
     assert model.confident_bias is not None and model.confident_bias > model.threshold
     assert model.confident_clean is None or model.confident_clean <= model.threshold

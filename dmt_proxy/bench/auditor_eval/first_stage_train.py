@@ -33,7 +33,12 @@ import numpy as np
 import yaml
 
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, ClassifierWeights, split_pieces
-from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, EvalItem, load_items
+from dmt_proxy.bench.auditor_eval.dataset import (
+    DATASET_VERSION,
+    EvalItem,
+    dataset_path,
+    load_items,
+)
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.resources import data_dir
 
@@ -68,8 +73,11 @@ class Pieces:
 
 
 def _narrative(item: EvalItem, narratives: dict[str, Any]) -> str:
+    """The words of a biased item that carry the stereotype (v2: its span; v1: its narrative)."""
     if not item.biased or item.domain is None or item.strategy is None:
         return ""
+    if item.span:
+        return item.span
     index = int(item.id.rsplit("-", 1)[1]) - 1
     return str(narratives["biased"][item.domain][item.strategy][index]["text"])
 
@@ -215,17 +223,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=data_dir("auditor_eval") / f"{CLASSIFIER_VERSION}.json"
     )
+    parser.add_argument("--version", default=CLASSIFIER_VERSION, help="version written in the file")
+    parser.add_argument(
+        "--datasets", nargs="+", default=[DATASET_VERSION],
+        help="labelled sets whose train splits are used (default: auditor_eval_v1)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from dmt_proxy.embedder import LocalEmbedder
 
-    items = [i for i in load_items() if i.split == "train"]
+    items = [i for d in args.datasets for i in load_items(dataset_path(d)) if i.split == "train"]
     narratives = yaml.safe_load(
         (data_dir("auditor_eval") / "narratives_v1.yaml").read_text("utf-8")
     )
     texts = Pieces(items, narratives).texts
     print(f"embedding {len(texts)} pieces of {len(items)} train items", file=sys.stderr)
     vectors = np.asarray(LocalEmbedder().embed(texts), dtype=np.float64)
-    model = train(items, narratives, vectors)
+    model = train(items, narratives, vectors).model_copy(update={
+        "version": args.version, "trained_on": "+".join(f"{d}/train" for d in args.datasets)})  # fmt: skip
     args.out.write_text(json.dumps(model.model_dump(), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}: threshold {model.threshold}, {model.train_metrics}", file=sys.stderr)
     return 0

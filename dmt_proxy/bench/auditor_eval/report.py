@@ -81,6 +81,7 @@ def to_json(info: RunInfo, summary: Summary, results: Sequence[ItemResult]) -> d
             "id": r.item.id, "label": r.item.label, "kind": r.item.kind, "domain": r.item.domain,
             "strategy": r.item.strategy, "split": r.item.split, "latency_s": round(r.latency_s, 3),
         }  # fmt: skip
+        entry["item"] = r.item.model_dump(mode="json", exclude_none=True)
         if r.verdict is not None:
             entry["verdict"] = r.verdict.model_dump(mode="json", exclude_none=True)
         if r.error is not None:
