@@ -88,6 +88,9 @@ class AuditPolicy(BaseModel):
     verdict and self-reported score), or ``auto``: log-probs where the provider returns them."""
     rationale: bool = True
     """Log-prob path: write a short rationale for memories that will be tagged."""
+    combine_judges: bool = True
+    """With the first stage and a fitted fusion for the auditor model: the verdict's score is
+    the two judges' combined probability (``audit.logprob.JudgeFusion``), not the LLM's alone."""
 
     def tau_for(self, domain: str) -> float:
         """Threshold for ``domain``: the per-domain value if set, else the global tau."""

@@ -41,6 +41,7 @@ from dmt_proxy.audit.logprob import (
     YES_NO,
     NoLogprobs,
     PlattScaling,
+    calibration_key,
     domain_distribution,
     grammar,
     load_calibration,
@@ -194,6 +195,8 @@ class LLMAuditor:
         self._calibration: PlattScaling | None = None
         if self._options.calibrate:
             self._calibration = load_calibration().for_model(endpoint.model, prompt_version)
+        self.model_key = calibration_key(endpoint.model, prompt_version)
+        """``model@prompt``: the key of this auditor's calibration and fusion entries."""
         self._base_label = f"{endpoint.name}@{prompt_version}"
         self.label = self._label()
 

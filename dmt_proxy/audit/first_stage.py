@@ -237,8 +237,11 @@ class EmbeddingFirstStage:
     ) -> None:
         self.method = method
         self._classifier = None
+        self.classifier_version: str | None = None
+        """The classifier's version (``None`` for the similarity scorer)."""
         if method == "classifier":
             self._classifier = classifier or load_classifier()
+            self.classifier_version = self._classifier.version
             default = self._classifier.threshold
         else:
             default = SIMILARITY_DEFAULT_THRESHOLD

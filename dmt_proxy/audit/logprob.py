@@ -170,18 +170,52 @@ class PlattScaling(BaseModel):
         return sigmoid(self.a * logit(p_raw) + self.b)
 
 
+class JudgeFusion(BaseModel):
+    """The two judges' combined probability of bias, fitted on train items:
+
+    ``p = sigmoid(w_llm · logit(P_raw) + w_first · logit(p_first) + b)``, where
+    ``P_raw`` is the LLM's uncalibrated P(yes) and ``p_first`` the embedding
+    classifier's score (out-of-fold on the training items, so the classifier is not
+    trusted more than it deserves).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    w_llm: float
+    w_first: float
+    b: float
+    classifier: str
+    """The first-stage classifier version the weights belong to."""
+    trained_on: str
+    n: int
+    positives: int
+    auc_llm: float
+    auc_first: float
+    auc_fused: float
+    """Areas under the ROC curve on the training items (in-sample for the fusion)."""
+
+    def apply(self, p_raw: float, p_first: float) -> float:
+        """The combined probability of bias."""
+        return sigmoid(self.w_llm * logit(p_raw) + self.w_first * logit(p_first) + self.b)
+
+
 class Calibration(BaseModel):
-    """The shipped calibration file: Platt parameters per ``model@prompt``."""
+    """The shipped calibration file: Platt parameters per ``model@prompt``, and the fusion
+    of the two judges per ``model@prompt+classifier``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     version: str
     method: str = "platt"
     description: str = ""
     entries: dict[str, PlattScaling] = Field(default_factory=dict)
+    fusion: dict[str, JudgeFusion] = Field(default_factory=dict)
 
     def for_model(self, model: str, prompt: str) -> PlattScaling | None:
         """The entry of ``model@prompt`` (model without provider prefix), if fitted."""
         return self.entries.get(calibration_key(model, prompt))
+
+    def fusion_for(self, model_key: str, classifier: str) -> JudgeFusion | None:
+        """The fusion of ``model@prompt`` with first-stage ``classifier``, if fitted."""
+        return self.fusion.get(f"{model_key}+{classifier}")
 
 
 def calibration_key(model: str, prompt: str) -> str:
@@ -206,7 +240,9 @@ def fit_platt(
     iterations: int = 100,
 ) -> PlattScaling:  # fmt: skip
     """Fit Platt scaling by damped Newton on logit(P_raw) (Platt's smoothed targets, a small
-    L2 penalty on both parameters so that a separable or one-valued set stays finite)."""
+    L2 penalty on both parameters so that a separable or one-valued set stays finite). A
+    negative slope (the model's P(yes) anti-correlated with bias) becomes a = 0: the base
+    rate, never an inverted model."""
     if len(p_raw) != len(labels) or not p_raw:
         raise ValueError("one label per probability, and at least one")
     xs = [logit(p) for p in p_raw]
@@ -250,6 +286,10 @@ def fit_platt(
         previous, current = current, loss(a, b)
         if previous - current < 1e-10:
             break
+    if a < 0:
+        # A model whose P(yes) falls as bias rises has no usable signal here: calibrate it
+        # to the base rate rather than invert it.
+        a, b = 0.0, logit(sum(ts) / len(ts))
     cal = [sigmoid(a * x + b) for x in xs]
     ys = [1.0 if y else 0.0 for y in labels]
     n = len(ys)
@@ -261,6 +301,86 @@ def fit_platt(
             -sum(y * math.log(max(p, _EPS)) + (1 - y) * math.log(max(1 - p, _EPS))
                  for p, y in zip(cal, ys, strict=True)) / n, 5),
     )  # fmt: skip
+
+
+def auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """Area under the ROC curve (ties count half); NaN without both classes."""
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return math.nan
+    wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def fit_fusion(
+    p_raw: Sequence[float], p_first: Sequence[float], labels: Sequence[bool], *,
+    classifier: str, trained_on: str, l2: float = 1e-2, iterations: int = 100,
+) -> JudgeFusion:  # fmt: skip
+    """Logistic regression of the labels on (logit P_raw, logit p_first), damped Newton."""
+    if not (len(p_raw) == len(p_first) == len(labels)) or not labels:
+        raise ValueError("one label per pair of scores, and at least one")
+    xs = [(logit(a), logit(c)) for a, c in zip(p_raw, p_first, strict=True)]
+    ys = [1.0 if y else 0.0 for y in labels]
+
+    def loss(w: list[float]) -> float:
+        total = l2 * sum(v * v for v in w) / 2
+        for (x1, x2), y in zip(xs, ys, strict=True):
+            p = min(1 - 1e-12, max(1e-12, sigmoid(w[0] * x1 + w[1] * x2 + w[2])))
+            total -= y * math.log(p) + (1 - y) * math.log(1 - p)
+        return total
+
+    w = [1.0, 1.0, 0.0]
+    current = loss(w)
+    for _ in range(iterations):
+        grad = [l2 * v for v in w]
+        hess = [[l2 if i == j else 0.0 for j in range(3)] for i in range(3)]
+        for (x1, x2), y in zip(xs, ys, strict=True):
+            f = (x1, x2, 1.0)
+            p = sigmoid(w[0] * x1 + w[1] * x2 + w[2])
+            for i in range(3):
+                grad[i] += (p - y) * f[i]
+                for j in range(3):
+                    hess[i][j] += p * (1 - p) * f[i] * f[j]
+        step_dir = _solve3(hess, grad)
+        if step_dir is None:
+            break
+        step = 1.0
+        while step > 1e-6 and loss([w[i] - step * step_dir[i] for i in range(3)]) > current:
+            step /= 2
+        if step <= 1e-6:
+            break
+        w = [w[i] - step * step_dir[i] for i in range(3)]
+        previous, current = current, loss(w)
+        if previous - current < 1e-10:
+            break
+    fused = [sigmoid(w[0] * x1 + w[1] * x2 + w[2]) for x1, x2 in xs]
+    return JudgeFusion(
+        w_llm=round(w[0], 6), w_first=round(w[1], 6), b=round(w[2], 6), classifier=classifier,
+        trained_on=trained_on, n=len(ys), positives=int(sum(ys)),
+        auc_llm=round(auc(p_raw, labels), 4), auc_first=round(auc(p_first, labels), 4),
+        auc_fused=round(auc(fused, labels), 4),
+    )  # fmt: skip
+
+
+def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Solve the 3x3 system a·x = b (Cramer's rule); ``None`` when singular."""
+
+    def det(m: list[list[float]]) -> float:
+        return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+                - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+                + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))  # fmt: skip
+
+    d = det(a)
+    if abs(d) < 1e-12:
+        return None
+    out = []
+    for col in range(3):
+        m = [row[:] for row in a]
+        for r in range(3):
+            m[r][col] = b[r]
+        out.append(det(m) / d)
+    return out
 
 
 def grammar(words: Sequence[str]) -> str:

@@ -188,6 +188,8 @@ class AuditVerdict(BaseModel):
     """The LLM's distribution over bias types (log-prob verdicts), for the combined vote."""
     p_raw: float | None = Field(default=None, ge=0.0, le=1.0)
     """Log-prob verdicts: P(yes) before calibration (``score`` is the calibrated value)."""
+    llm_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    """When ``score`` is the two judges' combined probability: the LLM's own (calibrated)."""
 
     @property
     def manipulation(self) -> bool:

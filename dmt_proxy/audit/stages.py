@@ -23,11 +23,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, as_bias_type, combine_domains
 
 if TYPE_CHECKING:
     from dmt_proxy.audit.auditor import Auditor
     from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+    from dmt_proxy.audit.logprob import JudgeFusion
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import Policy
     from dmt_proxy.upstream.base import ChatModel
@@ -50,10 +51,14 @@ class StagedAuditor:
         *,
         first_stage: EmbeddingFirstStage | None = None,
         max_chars: int = AUDIT_MAX_CHARS,
+        fusion: JudgeFusion | None = None,
+        tau_floor: float = 0.5,
     ) -> None:
         self.auditor = auditor
         self.first_stage = first_stage
         self.max_chars = max_chars
+        self.fusion = fusion if first_stage is not None else None
+        self.tau_floor = tau_floor
 
     @property
     def label(self) -> str:
@@ -82,7 +87,31 @@ class StagedAuditor:
                 return verdict.model_copy(update={"findings": findings, "first_stage": opinion})
         verdict = await self.auditor.audit(staged)
         update = {"findings": verdict.findings + findings, "first_stage": opinion}
-        return verdict.model_copy(update=update)
+        verdict = verdict.model_copy(update=update)
+        return fuse(verdict, self.fusion, self.tau_floor) if self.fusion else verdict
+
+
+def fuse(verdict: AuditVerdict, fusion: JudgeFusion, tau_floor: float) -> AuditVerdict:
+    """The verdict with the two judges' combined probability as its score.
+
+    Only a log-prob verdict (it has ``p_raw``) that the first stage judged too is
+    combined; the LLM's own score is kept as ``llm_score``. A combined probability at or
+    above the lowest tau names a domain: the LLM's, else the judges' vote.
+    """
+    first = verdict.first_stage
+    if not verdict.ok or verdict.p_raw is None or first is None:
+        return verdict
+    p = round(fusion.apply(verdict.p_raw, first.score), 4)
+    detected = p >= tau_floor
+    bias_type = verdict.bias_type if verdict.bias_detected else None
+    if detected and bias_type is None:
+        bias_type = as_bias_type(combine_domains(verdict.domain_probs, None, first.domain_probs))
+        bias_type = bias_type or "other"
+    return verdict.model_copy(update={
+        "score": p, "llm_score": verdict.score, "bias_detected": detected,
+        "bias_type": bias_type if detected else None,
+        "rationale": f"{verdict.rationale} (combined with the first stage: {p:.2f})".strip(),
+    })  # fmt: skip
 
 
 def build_audit_pipeline(
@@ -104,4 +133,11 @@ def build_audit_pipeline(
         threshold = policy.audit.first_stage_threshold  # None: the method's own default
         first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
     judge = auditor if auditor is not None else build_auditor(policy, registry, chat)
-    return StagedAuditor(judge, first_stage=first_stage)
+    fusion = None
+    model_key = getattr(judge, "model_key", None)
+    if policy.audit.combine_judges and first_stage is not None and model_key:
+        from dmt_proxy.audit.logprob import load_calibration
+
+        fusion = load_calibration().fusion_for(model_key, first_stage.classifier_version or "")
+    floor = min([policy.audit.tau, *policy.audit.tau_per_domain.values()])
+    return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor)

@@ -205,3 +205,22 @@ async def test_without_grammar_the_answer_is_read_from_the_text() -> None:
     auditor = LLMAuditor(chat, ENDPOINT, options=AuditorOptions(grammar=False))
     verdict = await auditor.audit(MEMORY)
     assert "grammar" not in chat.calls[0].params and verdict.score == pytest.approx(0.3)
+
+
+def test_an_anti_correlated_model_is_calibrated_to_the_base_rate() -> None:
+    fit = fit_platt([0.9, 0.8, 0.2, 0.1], [False, False, True, True], trained_on="hand")
+    assert fit.a == 0.0 and fit.apply(0.99) == pytest.approx(fit.apply(0.01))
+    assert fit.apply(0.5) == pytest.approx(0.5)
+
+
+def test_fusion_fit_by_hand() -> None:
+    from dmt_proxy.audit.logprob import auc, fit_fusion
+
+    # The classifier separates perfectly, the LLM not at all: the fusion leans on the classifier.
+    llm = [0.5, 0.5, 0.5, 0.5, 0.6, 0.4]
+    first = [0.9, 0.8, 0.2, 0.1, 0.7, 0.3]
+    labels = [True, True, False, False, True, False]
+    fusion = fit_fusion(llm, first, labels, classifier="c", trained_on="hand")
+    assert fusion.w_first > abs(fusion.w_llm) and fusion.auc_first == 1.0
+    assert fusion.auc_fused == 1.0 and fusion.apply(0.5, 0.95) > 0.5 > fusion.apply(0.5, 0.05)
+    assert auc([0.1, 0.9], [False, True]) == 1.0 and math.isnan(auc([0.1], [True]))

@@ -152,3 +152,39 @@ async def test_worker_counts_disputes_apart_from_tags(tmp_path: Path) -> None:
     assert get("dmt_audits_total", {"outcome": "disputed"}) == 1
     assert get("dmt_tags_total", {"bias_type": "gender", "action": "tag"}) == 0
     await outbox.aclose()
+
+
+async def test_replayed_pipeline_equals_the_live_pipeline(stage: EmbeddingFirstStage) -> None:
+    # The replay (LLM verdicts of every item + the first stage offline) must decide exactly
+    # as StagedAuditor does live; the scripted LLM answers biased for biased items.
+    from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
+    from dmt_proxy.bench.auditor_eval.replay import replay
+    from dmt_proxy.bench.auditor_eval.runner import ItemResult
+
+    items = select(load_items(dataset_path(DATASET_V2)), split="test", limit=16)
+    by_text = {i.text: i for i in items}
+
+    def llm(candidate: AuditCandidate) -> AuditVerdict:
+        item = by_text[candidate.text]
+        if item.biased:
+            return AuditVerdict.biased("age", score=0.3 if item.strategy == "benevolent" else 0.8)
+        return AuditVerdict.clean(score=0.2)
+
+    live = StagedAuditor(ScriptedAuditor(llm), first_stage=stage)
+    live_verdicts = [await live.audit(AuditCandidate(text=i.text)) for i in items]
+    llm_only = [ItemResult(item=i, verdict=llm(AuditCandidate(text=i.text)), latency_s=1.0)
+                for i in items]  # fmt: skip
+    replayed = replay(llm_only, stage)
+    policy = AuditPolicy()
+    for item, verdict, result in zip(items, live_verdicts, replayed, strict=True):
+        assert result.verdict is not None
+        replayed_decision, live_decision = result.verdict.decide(policy), verdict.decide(policy)
+        assert replayed_decision.status == live_decision.status, item.id
+        assert (replayed_decision.tag is None) == (live_decision.tag is None)
+        if replayed_decision.tag is not None and live_decision.tag is not None:
+            assert replayed_decision.tag.bias_type == live_decision.tag.bias_type
+        # Embedding one text or a batch differs in the last float bits only.
+        assert result.verdict.first_stage is not None and verdict.first_stage is not None
+        assert abs(result.verdict.first_stage.score - verdict.first_stage.score) < 1e-3
+        assert result.verdict.auditor == verdict.auditor
+    assert any(r.latency_s == 0.0 for r in replayed)  # some plain items never reach the LLM

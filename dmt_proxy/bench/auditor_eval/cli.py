@@ -91,7 +91,12 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
         from dmt_proxy.embedder import LocalEmbedder
 
         first_stage = EmbeddingFirstStage(LocalEmbedder())
-    auditor = StagedAuditor(llm, first_stage=first_stage)
+    fusion = None
+    if first_stage is not None:
+        from dmt_proxy.audit.logprob import load_calibration
+
+        fusion = load_calibration().fusion_for(llm.model_key, first_stage.classifier_version or "")
+    auditor = StagedAuditor(llm, first_stage=first_stage, fusion=fusion, tau_floor=args.tau)
     short = dataset.removeprefix("auditor_eval_")
     stem = f"auditor_eval_{short}_{_slug(args.model)}_{args.prompt}_{args.verdict}"
     if args.pipeline:

@@ -7,6 +7,8 @@ without ``--pipeline``) also gives the pipeline's verdicts: for each item the
 first stage scores the same normalised text the LLM saw; an item it skips gets the
 first stage's clean verdict (as the live pipeline would, which then makes no LLM
 call), the others get the LLM's verdict with the first stage's opinion attached.
+With a fitted fusion (``JudgeFusion``) for the run's model and the classifier, the
+score is the judges' combined probability, as ``build_audit_pipeline`` does live.
 The replayed report counts as LLM calls only the items the gate passed; its
 latencies are the LLM's for those items and 0 for skipped ones (the embedding
 time is not included). Usage::
@@ -23,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, EmbeddingFirstStage, load_classifier
+from dmt_proxy.audit.logprob import JudgeFusion, calibration_key, load_calibration
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
 from dmt_proxy.audit.schema import AuditVerdict
-from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, FIRST_STAGE_LABEL
+from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, FIRST_STAGE_LABEL, fuse
 from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import summarize
 from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
@@ -34,7 +37,10 @@ from dmt_proxy.domains import DOMAINS
 from dmt_proxy.policy import AuditPolicy
 
 
-def replay(results: list[ItemResult], stage: EmbeddingFirstStage) -> list[ItemResult]:
+def replay(
+    results: list[ItemResult], stage: EmbeddingFirstStage, *,
+    fusion: JudgeFusion | None = None, tau_floor: float = 0.5,
+) -> list[ItemResult]:  # fmt: skip
     """The pipeline's results, from the LLM's results on every item."""
     texts = []
     for result in results:
@@ -56,8 +62,10 @@ def replay(results: list[ItemResult], stage: EmbeddingFirstStage) -> list[ItemRe
             ).model_copy(update={"findings": verdict.findings, "first_stage": opinion})  # fmt: skip
             replayed.append(result.model_copy(update={"verdict": skipped, "latency_s": 0.0}))
         else:
-            replayed.append(result.model_copy(
-                update={"verdict": verdict.model_copy(update={"first_stage": opinion})}))  # fmt: skip
+            judged = verdict.model_copy(update={"first_stage": opinion})
+            if fusion is not None:
+                judged = fuse(judged, fusion, tau_floor)
+            replayed.append(result.model_copy(update={"verdict": judged}))
     return replayed
 
 
@@ -80,19 +88,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="report JSON of an LLM-only auditor-eval run")
     parser.add_argument("--classifier", default=CLASSIFIER_VERSION)
     parser.add_argument("--out", type=Path, default=None, help="default: next to the run")
+    parser.add_argument(
+        "--no-fusion",
+        dest="fuse",
+        action="store_false",
+        help="decide on the LLM's score (the judges' fusion off)",
+    )
     args = parser.parse_args(argv)
     from dmt_proxy.embedder import LocalEmbedder
 
     run, results = load_run(args.run)
     stage = EmbeddingFirstStage(LocalEmbedder(), classifier=load_classifier(args.classifier))
-    replayed = replay(results, stage)
     policy = AuditPolicy(tau=float(json.loads(args.run.read_text())["summary"]["tau"]))
+    fusion = None
+    if args.fuse:
+        key = calibration_key(run["model"], run["prompt_version"])
+        fusion = load_calibration().fusion_for(key, args.classifier)
+        if fusion is None:
+            print(f"no fusion fitted for {key}+{args.classifier}: the LLM's score decides",
+                  file=sys.stderr)  # fmt: skip
+    replayed = replay(results, stage, fusion=fusion, tau_floor=policy.tau)
     summary = summarize([r.prediction(policy) for r in replayed], policy.tau, domains=DOMAINS,
                         strategies=V2_STRATEGIES)  # fmt: skip
     info = RunInfo.model_validate({**run, "pipeline": True,
                                    "command": f"python -m dmt_proxy.bench.auditor_eval.replay "
                                               f"{args.run} --classifier {args.classifier}"})  # fmt: skip
     stem = args.run.stem.replace("_logprob", "_logprob_pipeline").replace("_json", "_json_pipeline")
+    if not args.fuse:
+        stem += "_nofusion"
     if args.classifier != CLASSIFIER_VERSION:
         stem += f"_{args.classifier}"
     _, md_path = write_reports(args.out or args.run.parent, stem, info, summary, replayed)
