@@ -22,6 +22,8 @@ Conventions (all tested on hand-computed cases):
   ``bias_type`` (the tag's domain, i.e. the judges' combined vote) equals the
   item's domain.
 * Recall by group (strategy, form, setting): flagged / biased items of the group.
+* AUC: the probability that a biased item's score exceeds a neutral one's (ties half),
+  valid verdicts only; threshold-free, so prompts and models compare without a tau.
 * Throughput: items / wall seconds of the run (at the run's concurrency); LLM
   calls: items whose verdict came from the LLM (not decided by the first stage).
 """
@@ -185,11 +187,27 @@ class Summary(BaseModel):
     latency_p50_s: NanFloat
     latency_p95_s: NanFloat
     tau_sweep: dict[str, Quality]
+    auc: NanFloat = NAN
+    """Area under the ROC curve of the verdict scores (valid verdicts; threshold-free)."""
     recall_per_form: dict[str, Estimate] = {}
     recall_per_setting: dict[str, Estimate] = {}
     llm_calls: int = 0
     forced: int = 0
     """Items flagged whatever tau (disputes and manipulation findings)."""
+
+
+def roc_auc(preds: Sequence[Prediction]) -> float:
+    """P(score of a biased item > score of a neutral one), ties half; valid verdicts only.
+
+    A forced flag (dispute, manipulation) counts as score 1. NaN without both classes.
+    """
+    ok = [p for p in preds if p.outcome == "ok"]
+    pos = [1.0 if p.forced else p.score for p in ok if p.biased]
+    neg = [1.0 if p.forced else p.score for p in ok if not p.biased]
+    if not pos or not neg:
+        return NAN
+    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+    return wins / (len(pos) * len(neg))
 
 
 def recall_by(preds: Sequence[Prediction], tau: float, key: str) -> dict[str, Estimate]:
@@ -241,6 +259,7 @@ def summarize(
         latency_p50_s=percentile(latencies, 50),
         latency_p95_s=percentile(latencies, 95),
         tau_sweep={f"{t:.2f}": quality(preds, t) for t in sweep},
+        auc=roc_auc(preds),
         recall_per_form=recall_by(preds, tau, "form"),
         recall_per_setting=recall_by(preds, tau, "setting"),
         llm_calls=sum(p.outcome != "error" and p.llm_call for p in preds),

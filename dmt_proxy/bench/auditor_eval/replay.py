@@ -89,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classifier", default=CLASSIFIER_VERSION)
     parser.add_argument("--out", type=Path, default=None, help="default: next to the run")
     parser.add_argument(
+        "--resummarize", action="store_true",
+        help="only rewrite the run's own report with this release's metrics",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-fusion",
         dest="fuse",
         action="store_false",
@@ -98,8 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     from dmt_proxy.embedder import LocalEmbedder
 
     run, results = load_run(args.run)
-    stage = EmbeddingFirstStage(LocalEmbedder(), classifier=load_classifier(args.classifier))
     policy = AuditPolicy(tau=float(json.loads(args.run.read_text())["summary"]["tau"]))
+    if args.resummarize:
+        # The same items and verdicts, summarised by this release's metrics (no first stage).
+        summary = summarize([r.prediction(policy) for r in results], policy.tau, domains=DOMAINS,
+                            strategies=V2_STRATEGIES)  # fmt: skip
+        write_reports(args.out or args.run.parent, args.run.stem, RunInfo.model_validate(run),
+                      summary, results)  # fmt: skip
+        return 0
+    stage = EmbeddingFirstStage(LocalEmbedder(), classifier=load_classifier(args.classifier))
     fusion = None
     if args.fuse:
         key = calibration_key(run["model"], run["prompt_version"])

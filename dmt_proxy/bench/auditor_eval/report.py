@@ -161,11 +161,13 @@ def to_markdown(info: RunInfo, summary: Summary) -> str:
         "",
         "| measure | value |",
         "|---|---|",
+        f"| AUC of the scores (threshold-free) | {_num(s.auc)} |",
         f"| domain (bias-type) accuracy on true positives | {_est(s.bias_type_accuracy)} "
         f"({s.bias_type_accuracy.numerator} / {s.bias_type_accuracy.denominator}) |",
-        f"| failure rate (no valid JSON after repair) | {_est(s.failure_rate)} "
+        f"| failure rate (no valid verdict: JSON after repair, or log-prob answer) | "
+        f"{_est(s.failure_rate)} "
         f"({s.failure_rate.numerator} / {s.failure_rate.denominator}) |",
-        f"| valid only after the repair retry | {s.repaired} |",
+        f"| valid only after the repair retry (JSON path) | {s.repaired} |",
         f"| upstream error rate | {_est(s.error_rate)} |",
         f"| latency p50 / p95 (s) | {_num(s.latency_p50_s, 1)} / {_num(s.latency_p95_s, 1)} |",
         f"| audits per second (this run, concurrency {info.concurrency}) | "

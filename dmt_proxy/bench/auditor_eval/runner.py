@@ -59,7 +59,9 @@ class ItemResult(BaseModel):
         return base.model_copy(update={
             "outcome": "ok", "bias_detected": v.bias_detected,
             "bias_type": voted or (v.bias_type if v.bias_detected else None),
-            "score": v.score, "attempts": v.attempts, "forced": forced,
+            # The repair count is a JSON-path notion; log-prob verdicts make extra calls
+            # (the group, the rationale) by design.
+            "score": v.score, "attempts": v.attempts if v.p_raw is None else 1, "forced": forced,
             "llm_call": v.auditor != FIRST_STAGE_LABEL,
         })  # fmt: skip
 
