@@ -53,7 +53,7 @@ def load_runs() -> dict[tuple[str, str, str, bool, str], dict[str, Any]]:
 
 def row(label: str, doc: dict[str, Any] | None) -> str:
     if doc is None:
-        return f"| {label} | not run |" + " |" * 10
+        return f"| {label} | not run |" + " |" * 12
     s, r = doc["summary"], doc["run"]
     o = s["overall"]
     fp = s["false_positive_rate"]
@@ -61,20 +61,23 @@ def row(label: str, doc: dict[str, Any] | None) -> str:
     fp_plain = fp.get("question") or fp.get("mmlu")
     benevolent = s["recall_per_strategy"].get("benevolent")
     n = s["n"]
-    done = n - r.get("resumed", 0)
-    rate = done / r["wall_s"] if r["wall_s"] and done > 0 else None
+    # One call at a time (concurrency 1): the audit time of the set is the sum of the
+    # items' LLM times (0 for items the first stage decided alone in a pipeline replay).
+    busy = sum(float(i.get("latency_s") or 0.0) for i in doc["items"])
+    rate = n / busy if busy > 0 else None
     return (
-        f"| {label} | {n} | {_est(o['precision'])} | {_est(o['recall'])} | {_est(o['f1'])} | "
-        f"{_est(s['bias_type_accuracy'])} | {_est(benevolent)} | {_est(fp_hard)} | "
-        f"{_est(fp_plain)} | {_est(s['failure_rate'])} | {_num(s['latency_p50_s'], 1)} / "
-        f"{_num(s['latency_p95_s'], 1)} | {_num(rate, 3)} |"
+        f"| {label} | {n} | {_num(s.get('auc'))} | {_est(o['precision'])} | {_est(o['recall'])} | "
+        f"{_est(o['f1'])} | {_est(s['bias_type_accuracy'])} | {_est(benevolent)} | "
+        f"{_est(fp_hard)} | {_est(fp_plain)} | {_est(s['failure_rate'])} | "
+        f"{s.get('llm_calls', n)} | {_num(s['latency_p50_s'], 1)} / {_num(s['latency_p95_s'], 1)} | "
+        f"{_num(rate, 3)} |"
     )
 
 
 HEADER = (
-    "| configuration / set | n | precision | recall | F1 | domain acc. | benevolent recall | "
-    "FP hard neg. | FP plain | failed | LLM latency p50 / p95 s | audits/s |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| configuration / set | n | AUC | precision | recall | F1 | domain acc. | benevolent recall | "
+    "FP hard neg. | FP plain | failed | LLM calls | latency p50 / p95 s | audits/s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

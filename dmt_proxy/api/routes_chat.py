@@ -55,7 +55,9 @@ def json_problem(data: Any, *, check_strings: bool) -> str | None:
         item, depth = stack.pop()
         if isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
-                return f"The JSON body of your request is nested deeper than {MAX_JSON_DEPTH} levels."
+                return (
+                    f"The JSON body of your request is nested deeper than {MAX_JSON_DEPTH} levels."
+                )
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             # Only containers (and, when asked, strings) need a visit: scalars cannot fail.
             stack.extend((child, depth + 1) for child in children

@@ -338,6 +338,7 @@ class LLMAuditor:
             bias_detected=True, bias_type=bias_type, score=round(p, 4), p_raw=round(raw, 4),
             domain_probs=probs, rationale=f"P(biased) {p:.2f}", auditor=self.label,
             attempts=calls, latency_s=time.perf_counter() - started,
+            llm_domain_weight=self._calibration.domain_weight if self._calibration else None,
         )  # fmt: skip
         if self._options.rationale and p >= self._policy.tau_for(bias_type):
             verdict = await self._with_rationale(verdict, [

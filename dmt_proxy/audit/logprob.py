@@ -164,6 +164,9 @@ class PlattScaling(BaseModel):
     """Mean squared error of ``P_raw`` against the labels on the training items."""
     brier_calibrated: float
     log_loss_calibrated: float
+    domain_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """The LLM's share of the judges' domain vote for this model (fitted on train items:
+    the largest weight at which the vote's train accuracy is highest)."""
 
     def apply(self, p_raw: float) -> float:
         """The calibrated probability of bias."""

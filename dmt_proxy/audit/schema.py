@@ -190,6 +190,9 @@ class AuditVerdict(BaseModel):
     """Log-prob verdicts: P(yes) before calibration (``score`` is the calibrated value)."""
     llm_score: float | None = Field(default=None, ge=0.0, le=1.0)
     """When ``score`` is the two judges' combined probability: the LLM's own (calibrated)."""
+    llm_domain_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The LLM's share of the domain vote for this model (its calibration entry); ``None``:
+    ``DOMAIN_VOTE_LLM_WEIGHT``."""
 
     @property
     def manipulation(self) -> bool:
@@ -273,7 +276,10 @@ class AuditVerdict(BaseModel):
         """The judges' combined domain vote (the LLM's alone without a first stage)."""
         first = self.first_stage.domain_probs if self.first_stage is not None else None
         llm_type = self.bias_type if self.bias_detected else None
-        return as_bias_type(combine_domains(self.domain_probs, llm_type, first))
+        weight = (
+            DOMAIN_VOTE_LLM_WEIGHT if self.llm_domain_weight is None else self.llm_domain_weight
+        )
+        return as_bias_type(combine_domains(self.domain_probs, llm_type, first, llm_weight=weight))
 
     def decide(self, policy: AuditPolicy) -> AuditDecision:
         """Apply tau (global or per domain), the second judge, the findings and the action."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, as_bias_type, combine_domains
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
     from dmt_proxy.audit.auditor import Auditor
@@ -105,8 +105,7 @@ def fuse(verdict: AuditVerdict, fusion: JudgeFusion, tau_floor: float) -> AuditV
     detected = p >= tau_floor
     bias_type = verdict.bias_type if verdict.bias_detected else None
     if detected and bias_type is None:
-        bias_type = as_bias_type(combine_domains(verdict.domain_probs, None, first.domain_probs))
-        bias_type = bias_type or "other"
+        bias_type = verdict.model_copy(update={"bias_detected": False}).voted_domain() or "other"
     return verdict.model_copy(update={
         "score": p, "llm_score": verdict.score, "bias_detected": detected,
         "bias_type": bias_type if detected else None,

@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.logprob import load_calibration
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.policy import AuditPolicy, load_policy
@@ -298,7 +299,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         from dmt_proxy.embedder import LocalEmbedder
 
         first_stage = EmbeddingFirstStage(LocalEmbedder())
-    auditor = StagedAuditor(llm, first_stage=first_stage) if not args.llm_only else llm
+    fusion = None
+    if first_stage is not None and policy.audit.combine_judges:
+        fusion = load_calibration().fusion_for(llm.model_key, first_stage.classifier_version or "")
+    floor = min([policy.audit.tau, *policy.audit.tau_per_domain.values()])
+    auditor: Auditor = (
+        llm if args.llm_only
+        else StagedAuditor(llm, first_stage=first_stage, fusion=fusion, tau_floor=floor)
+    )  # fmt: skip
     if args.limit:
         keep = data.items[: args.limit]
         needed = {i.base for i in keep}

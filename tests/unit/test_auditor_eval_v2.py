@@ -140,3 +140,15 @@ def test_calibration_is_fitted_on_train_splits_only() -> None:
     with pytest.raises(ConfigError, match="no item"):
         training_pairs([_report("train", [])])
     json.dumps(fit.model_dump())  # the shipped file's entry format
+
+
+def test_domain_weight_is_the_largest_best_on_train() -> None:
+    from dmt_proxy.bench.auditor_eval.calibrate import fit_domain_weight
+
+    # The LLM always answers gender; the head is right: only small LLM weights keep it right.
+    llm = [{"gender": 0.8, "race": 0.2}, {"gender": 0.7, "ses": 0.3}]
+    head = [{"race": 0.9, "gender": 0.1}, {"ses": 0.8, "gender": 0.2}]
+    weight, accuracy = fit_domain_weight(llm, head, ["race", "ses"])
+    assert accuracy == 1.0 and weight == 0.5  # race wins below w = 4/7, ses below 0.6
+    # An LLM that is right as well keeps the largest weight on the grid.
+    assert fit_domain_weight([{"race": 1.0}], [{"race": 1.0}], ["race"]) == (1.0, 1.0)

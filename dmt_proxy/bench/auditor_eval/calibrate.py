@@ -6,7 +6,11 @@ a test split). Each item's ``verdict.p_raw`` and label are the training pairs; t
 entry ``<model>@<prompt>`` of ``data/auditor_calibration/<version>.json`` is
 replaced. With ``--first-stage-oof`` (out-of-fold first-stage scores of the same
 train items, ``first_stage_oof``) the fusion of the two judges
-(``JudgeFusion``, ``<model>@<prompt>+<classifier>``) is fitted as well. Usage::
+(``JudgeFusion``, ``<model>@<prompt>+<classifier>``) is fitted as well; with
+``--domain-weight`` the LLM's share of the domain vote (grid 0, 0.1, ..., 1, against
+the classifier head's domain distribution on the same items; the head has seen
+those items in training, so the weight it leaves the LLM is, if anything, too low).
+Usage::
 
     python -m dmt_proxy.bench.auditor_eval.calibrate --model qwen2.5-1.5b \\
         --prompt auditor_v3 RUN.json [RUN.json ...] \\
@@ -32,6 +36,7 @@ from dmt_proxy.audit.logprob import (
     fit_platt,
     load_calibration,
 )
+from dmt_proxy.audit.schema import DOMAIN_VOTE_LLM_WEIGHT, combine_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir
 
@@ -77,6 +82,45 @@ def fusion_pairs(
     return raw, first, labels
 
 
+WEIGHT_GRID = tuple(round(0.1 * k, 1) for k in range(11))
+
+
+def fit_domain_weight(
+    llm: Sequence[dict[str, float]], head: Sequence[dict[str, float]], truth: Sequence[str]
+) -> tuple[float, float]:
+    """(weight, train accuracy): the largest LLM share of the domain vote whose accuracy on
+    the training items is the highest of ``WEIGHT_GRID``."""
+    best_w, best_acc = DOMAIN_VOTE_LLM_WEIGHT, -1.0
+    for w in WEIGHT_GRID:
+        hits = sum(combine_domains(a, None, b, llm_weight=w) == t
+                   for a, b, t in zip(llm, head, truth, strict=True))  # fmt: skip
+        acc = hits / len(truth) if truth else 0.0
+        if acc >= best_acc:
+            best_w, best_acc = w, acc
+    return best_w, best_acc
+
+
+def domain_vote_data(
+    reports: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, float]], list[dict[str, float]], list[str]]:
+    """Biased train items with an LLM domain distribution: (LLM's, classifier head's, truth)."""
+    from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+    from dmt_proxy.bench.auditor_eval.dataset import dataset_path, load_items
+    from dmt_proxy.embedder import LocalEmbedder
+
+    llm, texts, truth = [], [], []
+    for doc in reports:
+        by_id = {i.id: i for i in load_items(dataset_path(doc["run"]["dataset"]))}
+        for entry in doc["items"]:
+            probs = (entry.get("verdict") or {}).get("domain_probs")
+            if entry["label"] == "biased" and probs and entry.get("domain"):
+                llm.append(probs)
+                texts.append(by_id[entry["id"]].text)
+                truth.append(entry["domain"])
+    head = [s.domain_probs for s in EmbeddingFirstStage(LocalEmbedder()).score_many(texts)]
+    return llm, head, truth
+
+
 def calibrate(model: str, prompt: str, reports: Sequence[dict[str, Any]]) -> PlattScaling:
     """The Platt fit of ``model@prompt`` on the reports' items."""
     raw, labels, trained_on = training_pairs(reports)
@@ -97,12 +141,24 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="out-of-fold first-stage scores of the train items (fits the fusion)",
     )
+    parser.add_argument(
+        "--domain-weight",
+        action="store_true",
+        help="also fit the LLM's share of the domain vote (embeds the items)",
+    )
     parser.add_argument("--classifier", default=CLASSIFIER_VERSION,
                         help="the classifier those scores come from")  # fmt: skip
     args = parser.parse_args(argv)
     reports = [json.loads(p.read_text(encoding="utf-8")) for p in args.reports]
     key = calibration_key(args.model, args.prompt)
     entry = calibrate(args.model, args.prompt, reports)
+    if args.domain_weight:
+        llm, head, truth = domain_vote_data(reports)
+        if truth:
+            weight, accuracy = fit_domain_weight(llm, head, truth)
+            entry = entry.model_copy(update={"domain_weight": weight})
+            print(f"domain vote: LLM weight {weight} (train accuracy {accuracy:.2f}, "
+                  f"{len(truth)} items)", file=sys.stderr)  # fmt: skip
     current = load_calibration() if args.out.exists() else Calibration(version=CALIBRATION_VERSION)
     entries = {**current.entries, key: entry}
     fusions = dict(current.fusion)

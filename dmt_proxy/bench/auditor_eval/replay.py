@@ -69,6 +69,22 @@ def replay(
     return replayed
 
 
+def with_domain_weight(results: list[ItemResult], run: dict[str, Any]) -> list[ItemResult]:
+    """Verdicts recorded before the domain-vote weight existed get their model's weight
+    from the shipped calibration (what the live auditor now puts on them)."""
+    entry = load_calibration().entries.get(calibration_key(run["model"], run["prompt_version"]))
+    if entry is None:
+        return results
+    out = []
+    for r in results:
+        v = r.verdict
+        if v is not None and v.domain_probs and v.llm_domain_weight is None:
+            v = v.model_copy(update={"llm_domain_weight": entry.domain_weight})
+            r = r.model_copy(update={"verdict": v})
+        out.append(r)
+    return out
+
+
 def load_run(path: Path) -> tuple[dict[str, Any], list[ItemResult]]:
     """A report JSON's run info and its items as results."""
     doc = json.loads(path.read_text(encoding="utf-8"))
@@ -102,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from dmt_proxy.embedder import LocalEmbedder
 
     run, results = load_run(args.run)
+    results = with_domain_weight(results, run)
     policy = AuditPolicy(tau=float(json.loads(args.run.read_text())["summary"]["tau"]))
     if args.resummarize:
         # The same items and verdicts, summarised by this release's metrics (no first stage).
