@@ -99,4 +99,15 @@ class LocalEmbedder:
         return [list(map(float, v)) for v in vectors]
 
     def embed_one(self, text: str) -> list[float]:
+        """The normalized embedding of one text."""
         return self.embed([text])[0]
+
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens the model reads for ``texts`` (after truncation), for usage reports."""
+        if not texts:
+            return 0
+        model = self._load()
+        if self.runtime == "numpy":
+            return sum(len(e.ids) for e in model.tokenizer.encode_batch(list(texts)))
+        encoded = model.tokenizer(list(texts), truncation=True)["input_ids"]
+        return sum(len(ids) for ids in encoded)

@@ -94,6 +94,22 @@ class Metrics:
             "dmt_manipulation_findings", "Memory writes whose text tried to steer its own audit, by rule (the memory is tagged whatever the judges say).",
             ["rule"], registry=r,
         )  # fmt: skip
+        self.database_unavailable = Counter(
+            "dmt_database_unavailable", "Database calls that failed for a lost or refused connection, by component and operation; each is retried with backoff.",
+            ["component", "operation"], registry=r,
+        )  # fmt: skip
+        self.outbox_spooled = Counter(
+            "dmt_outbox_spooled", "Acknowledged writes committed to the local spool because the shared outbox database was unreachable.",
+            registry=r,
+        )  # fmt: skip
+        self.outbox_spool_forwarded = Counter(
+            "dmt_outbox_spool_forwarded", "Spooled writes forwarded to the shared outbox once its database answered again.",
+            registry=r,
+        )  # fmt: skip
+        self.outbox_spool_depth = Gauge(
+            "dmt_outbox_spool_depth", "Writes waiting in this proxy's local spool for the outbox database.",
+            registry=r,
+        )  # fmt: skip
         self.first_stage = Counter(
             "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
             ["decision"], registry=r,
@@ -108,6 +124,8 @@ class Metrics:
                 self.tags.labels(bias_type, action)
         for rule in MANIPULATION_RULES:
             self.manipulation.labels(rule)
+        for operation in ("enqueue", "forward", "worker", "admin"):
+            self.database_unavailable.labels("outbox", operation)
         for decision in ("pass", "skip"):
             self.first_stage.labels(decision)
         for kind in ("local", "alias", "provider"):

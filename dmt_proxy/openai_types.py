@@ -176,6 +176,9 @@ class Usage(_Reply):
     total_tokens: int | None = None
 
 
+_TOOL_FINISH = ("tool_calls", "function_call")
+
+
 def _text(content: object) -> str:
     return content if isinstance(content, str) else ""
 
@@ -206,6 +209,13 @@ class ChatCompletion(_Reply):
     def text(self) -> str:
         """The assistant text of the first choice ('' when there is none)."""
         return _text(self.choices[0].message.content) if self.choices else ""
+
+    def calls_tools(self) -> bool:
+        """True when the first choice ends in tool calls (a tool-loop step, not an answer)."""
+        if not self.choices:
+            return False
+        choice = self.choices[0]
+        return bool(choice.message.tool_calls) or choice.finish_reason in _TOOL_FINISH
 
 
 class Delta(_Reply):
@@ -245,6 +255,13 @@ class ChatCompletionChunk(_Reply):
     def text(self) -> str:
         """The text delta of the first choice ('' when there is none)."""
         return _text(self.choices[0].delta.content) if self.choices else ""
+
+    def calls_tools(self) -> bool:
+        """True when this chunk adds a tool call or ends the answer in tool calls."""
+        if not self.choices:
+            return False
+        choice = self.choices[0]
+        return bool(choice.delta.tool_calls) or choice.finish_reason in _TOOL_FINISH
 
 
 def reply_problem(exc: ValidationError) -> str:

@@ -4,6 +4,20 @@
 memories and assembles the upstream messages; the upstream is called; ``finish``
 hands the exchange to the memory writer (never awaited by the client beyond an
 enqueue). Streaming differs only in how the upstream's answer is delivered.
+Every route (``/v1/chat/completions``, ``/v1/responses``) goes through here.
+
+The unit of memory is a user turn, not a request (``dmt_proxy.turns``). In an
+agent's tool loop every step repeats the user's last message:
+
+* retrieval runs at the turn's first step; later steps (messages after the last
+  user message) reuse it from a bounded, expiring ``TurnCache`` instead of
+  embedding and searching the same text again;
+* a step whose answer ends in ``tool_calls`` writes nothing; the step that
+  answers in text writes the turn: the user's last message and that final answer;
+* tool outputs are never part of what is written or audited: the stored text is
+  ``User: <last user message> / Assistant: <final answer>``. Tool results are
+  third-party text (a web page, a database row), not the user's words, and
+  auditing them as the user's would tag the user for what a tool returned.
 """
 
 from __future__ import annotations
@@ -11,75 +25,30 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.memory.base import Scope
+from dmt_proxy.exchange import Exchange, MemoryAccess, MemoryService, RequestContext
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
-from dmt_proxy.policy import Mode, Policy
+from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
+from dmt_proxy.turns import Turn, TurnCache, TurnKey, turn_of
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
 
 
-class MemoryAccess(str, Enum):
-    """What a request may do with memory (header ``X-DMT-Memory``)."""
-
-    READ_WRITE = "read-write"
-    READ_ONLY = "read-only"
-    OFF = "off"
-
-
-@dataclass
-class RequestContext:
-    """Per-request facts gathered by the API layer, plus what the pipeline reports back."""
-
-    request_id: str
-    mode: Mode
-    memory: MemoryAccess
-    scope: Scope | None
-    """The memory scope, built once by the API layer (``None``: the request names no user)."""
-    started: float = field(default_factory=time.perf_counter)
-    upstream_seconds: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-    """Response headers the pipeline wants the client to see (``x-dmt-*``)."""
-
-    def overhead_ms(self) -> float:
-        return max(0.0, (time.perf_counter() - self.started - self.upstream_seconds) * 1000.0)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """A finished interaction ``(q_t, r_t)``, the unit written to memory."""
-
-    scope: Scope
-    query: str
-    answer: str
-    request_id: str
-    mode: Mode
-
-
-class MemoryService(Protocol):
-    """The memory side of the pipeline: retrieval before, write-behind after."""
-
-    async def context_messages(self, ctx: RequestContext, query: str) -> list[dict[str, Any]]:
-        """System messages carrying the user's retrieved memories ([] if none)."""
-        ...
-
-    async def record(self, exchange: Exchange) -> None:
-        """Durably enqueue ``exchange`` for auditing and storage; must return fast."""
-        ...
-
-
 @dataclass(frozen=True)
 class Prepared:
     call: UpstreamCall
-    query: str
+    turn: Turn
+
+
+TOOL_STEP_NOTE = "skipped; tool-call step (the turn's final answer is written)"
+"""``x-dmt-memory-write`` of a step that ends in tool calls."""
 
 
 class ChatPipeline:
@@ -93,8 +62,10 @@ class ChatPipeline:
         policy: Policy,
         metrics: Metrics,
         memory: MemoryService | None = None,
+        turns: TurnCache | None = None,
     ) -> None:
         """``registry`` endpoints carry the upstream timeout and retry budget."""
+        self._turns = turns if turns is not None else TurnCache()
         self._upstream = upstream
         self._registry = registry
         self._policy = policy
@@ -106,7 +77,7 @@ class ChatPipeline:
         await self._registry.ensure_providers(req.model)
         endpoint = self._registry.resolve(req.model)
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        query = req.last_user_text()
+        turn = turn_of(req.messages)
         injected: list[dict[str, Any]] = []
         if ctx.mode.uses_ssp:
             injected.append({"role": "system", "content": self._ssp_text})
@@ -118,23 +89,50 @@ class ChatPipeline:
         elif self._memory is None:
             ctx.headers["x-dmt-memory"] = "disabled"
         else:
-            injected.extend(await self._memory.context_messages(ctx, query))
+            injected.extend(await self._retrieve(self._memory, ctx, turn))
         # Injected context goes first so the client's own system prompt keeps the last word.
         call = UpstreamCall(endpoint, messages=injected + messages, params=req.upstream_params())
-        return Prepared(call=call, query=query)
+        return Prepared(call=call, turn=turn)
 
-    async def _finish(self, prepared: Prepared, ctx: RequestContext, answer: str) -> None:
+    async def _retrieve(
+        self, memory: MemoryService, ctx: RequestContext, turn: Turn
+    ) -> list[dict[str, Any]]:
+        """The turn's retrieval: searched at its first step, reused by the later ones."""
+        assert ctx.scope is not None
+        key = None
+        if turn.query:
+            key = TurnKey(user=ctx.scope.user, mode=ctx.mode.value, turn=turn.key)
+        cached = self._turns.get(key) if key is not None and turn.continuation else None
+        if cached is not None:
+            ctx.headers.update(cached.headers)
+            ctx.headers["x-dmt-memory-retrieval"] = "reused (same user turn)"
+            return list(cached.messages)
+        retrieval = await memory.retrieve(ctx, turn.query)
+        ctx.headers.update(retrieval.headers)
+        if key is not None:
+            self._turns.put(key, retrieval)
+        return list(retrieval.messages)
+
+    async def _finish(
+        self, prepared: Prepared, ctx: RequestContext, answer: str, *, tool_step: bool = False
+    ) -> None:
         if (
             self._memory is None
             or ctx.scope is None
             or ctx.memory is not MemoryAccess.READ_WRITE
-            or not prepared.query
+            or not prepared.turn.query
         ):
+            return
+        if tool_step:
+            ctx.headers["x-dmt-memory-write"] = TOOL_STEP_NOTE
+            return
+        if not answer:
+            # Nothing to remember (an empty reply): the turn is stored with a real answer.
             return
         await self._memory.record(
             Exchange(
                 scope=ctx.scope,
-                query=prepared.query,
+                query=prepared.turn.query,
                 answer=answer,
                 request_id=ctx.request_id,
                 mode=ctx.mode,
@@ -169,7 +167,7 @@ class ChatPipeline:
             ctx.upstream_seconds += elapsed
             self._metrics.upstream_duration.labels(endpoint.kind, "false").observe(elapsed)
         completion.model = endpoint.name
-        await self._finish(prepared, ctx, completion.text())
+        await self._finish(prepared, ctx, completion.text(), tool_step=completion.calls_tools())
         return completion
 
     async def stream(
@@ -179,6 +177,7 @@ class ChatPipeline:
         prepared = await self._prepare(req, ctx)
         endpoint = prepared.call.endpoint
         parts: list[str] = []
+        tool_step = False
         waiting_since: float | None = time.perf_counter()
         finished = False
         try:
@@ -188,6 +187,7 @@ class ChatPipeline:
                     waiting_since = None
                 chunk.model = endpoint.name
                 parts.append(chunk.text())
+                tool_step = tool_step or chunk.calls_tools()
                 # Time spent yielding to the client is the client's, not the proxy's.
                 yield chunk
                 waiting_since = time.perf_counter()
@@ -203,4 +203,4 @@ class ChatPipeline:
             )
             if not finished:
                 log.info("stream %s ended early; its exchange is not written", ctx.request_id)
-        await self._finish(prepared, ctx, "".join(parts))
+        await self._finish(prepared, ctx, "".join(parts), tool_step=tool_step)

@@ -1,18 +1,19 @@
 """One registry for every plugin kind: a decorator, an entry-point group and lazy built-ins.
 
-Each plugin kind (memory backend, DIB domain, auditor) owns one ``Registry``,
-with its own entry-point group:
+Each plugin kind (memory backend, upstream client, DIB domain, auditor) owns one
+``Registry``, with its own entry-point group:
 
 * memory backend: ``memory.registry.MEMORY_BACKENDS``, ``dmt_proxy.memory_backends``;
+* upstream client: ``upstream.clients.UPSTREAM_CLIENTS``, ``dmt_proxy.upstream_clients``;
 * DIB domain: ``bench.dib.domains.base.DIB_DOMAINS``, ``dmt_proxy.dib_domains``;
 * auditor: ``audit.registry.AUDITORS``, ``dmt_proxy.auditors``.
 
 A plugin is a class in a module, registered under a name by the kind's decorator
-(``@register_backend("mem0")``, ``@bias_domain("age")``, ``@register_auditor("llm")``,
-each a thin wrapper over ``Registry.register``). Nothing is imported until a name
-is asked for: built-ins are listed in a name -> module map, and ``get(name)``
-imports the module, whose decorator then registers the class. So naming a backend
-never imports mem0 (and torch) until that backend is opened.
+(``@register_backend("mem0")``, ``@register_client("litellm")``, ``@bias_domain("age")``,
+``@register_auditor("llm")``, each a thin wrapper over ``Registry.register``). Nothing
+is imported until a name is asked for: built-ins are listed in a name -> module map,
+and ``get(name)`` imports the module, whose decorator then registers the class. So
+naming a backend never imports mem0 (and torch) until that backend is opened.
 
 An outside package registers the same way. It decorates its class in its own
 module and declares that module under the kind's entry-point group, in its
@@ -28,8 +29,8 @@ imported.) Built-ins are not declared as entry points: each registry is built
 with their module map.
 
 Registered plugins are tested the moment they exist: the contract tests
-(``tests/unit/test_memory_contract.py``, ``test_dib_domain_contract.py``,
-``test_auditor_contract.py``) are parametrised over ``names()``, and a name
+(``tests/unit/test_memory_contract.py``, ``test_upstream_contract.py``,
+``test_dib_domain_contract.py``, ``test_auditor_contract.py``) are parametrised over ``names()``, and a name
 without a test fixture fails there.
 """
 

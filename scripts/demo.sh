@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Install everything (first run: ~10-30 min, then seconds), start the embedded model
-# and the proxy, send one real request through the proxy and print the answer.
-#   bash scripts/demo.sh            one request through the proxy (dmt-proxy demo)
+# Install everything (first run: ~10-30 min, then seconds), then show the proxy at work
+# with the embedded agent and auditor models (dmt-proxy demo, under a minute once set up):
+# one user says a neutral and a biased remark, the auditor's verdicts arrive, and a later
+# question is answered with the retrieved memories and their bias tag in the prompt.
+#   bash scripts/demo.sh            the demo (flags: dmt-proxy demo --help)
 #   bash scripts/demo.sh compare    the quick simulation: no mitigation vs SSP vs DMT,
 #                                   real local models behind a real proxy (~10-60 min
 #                                   on 2 cores), prints the Table 2 shape

@@ -29,7 +29,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log "installing dmt-proxy and its dependencies (pinned by constraints.txt)"
 # torch is pinned in the same command: an unpinned torch resolves to a multi-GB CUDA build.
-pip install -q -c constraints.txt "torch==2.13.0" -e ".[memory,bench,dev]" 2>&1 \
+pip install -q -c constraints.txt "torch==2.13.0" -e ".[memory,bench,dev,postgres]" 2>&1 \
   | grep -v -E "^WARNING: Location .* is ignored" || true
 python -c "import dmt_proxy, mem0, litellm" >/dev/null 2>&1 || { log "dependency install failed"; exit 1; }
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Run the whole test suite, real models included: installs what is missing first
-# (scripts/setup.sh), then pytest. Extra arguments go to pytest.
+# (scripts/setup.sh), runs the static checks (scripts/lint.sh: ruff, ruff format,
+# mypy --strict), then pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ -f scripts/install_prometheus.sh ]; then bash scripts/install_prometheus.sh; fi
+bash scripts/lint.sh
+if [ -f scripts/install_postgres.sh ]; then bash scripts/install_postgres.sh; fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 

@@ -4,6 +4,9 @@ Real local models: ``local_model_base_url("qwen2.5-0.5b")`` returns the
 ``/v1`` URL of a running llama-server for that model, starting it (once per
 session) if it is not running. Servers started here are left running for the
 rest of the session; ``.ci/run`` stops them at the end.
+
+In-process apps: ``open_app`` (from ``dmt_proxy.testing.fixtures``) starts the real
+app behind an ``httpx`` client and shuts it down after the test.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.fixtures import open_app
 from dmt_proxy.upstream import launcher, local_models
 from dmt_proxy.upstream.registry import local_api_base
+from tests.pg_fixture import pg_cluster, pg_dsn  # noqa: F401  (PostgreSQL fixtures)
 from tests.proxy_process import ProxyProcess
+
+__all__ = ["open_app"]  # a fixture: pytest finds it here
 
 
 @pytest.fixture(scope="session")

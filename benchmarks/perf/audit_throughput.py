@@ -33,7 +33,7 @@ from typing import Any
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
-from dmt_proxy.audit.outbox import Outbox
+from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.stages import FIRST_STAGE_LABEL, StagedAuditor
 from dmt_proxy.audit.worker import OutboxWorker, drain
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
@@ -78,7 +78,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     timing = TimingAuditor(StagedAuditor(llm, first_stage=first_stage))
     metrics = Metrics()
     with tempfile.TemporaryDirectory() as tmp:
-        outbox = Outbox(Path(tmp) / "outbox.sqlite3")
+        outbox = SqliteOutbox(Path(tmp) / "outbox.sqlite3")
         backend = InMemoryBackend()
         worker = OutboxWorker(outbox=outbox, backend=backend, backend_name="memory",
                               auditor=timing, policy=policy.audit, metrics=metrics,

@@ -109,5 +109,3 @@ def markdown(data: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
-
-

@@ -1,4 +1,4 @@
-"""A small closed-loop HTTP load generator for OpenAI-compatible chat endpoints."""
+"""A small closed-loop HTTP load generator for OpenAI-compatible chat and Responses endpoints."""
 
 from __future__ import annotations
 
@@ -40,9 +40,17 @@ async def run_load(
     stream: bool,
     headers: dict[str, str] | None = None,
     warmup: int = 20,
+    api: str = "chat",
 ) -> LoadResult:
-    """Send ``requests`` chat requests with ``concurrency`` in flight; latency per request."""
-    body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "stream": stream}
+    """Send ``requests`` requests with ``concurrency`` in flight; latency per request.
+
+    ``api``: ``chat`` sends a chat-completions body, ``responses`` a Responses body
+    with the same one user message."""
+    body: dict[str, Any] = {"model": model, "stream": stream}
+    if api == "responses":
+        body["input"] = "ping"
+    else:
+        body["messages"] = [{"role": "user", "content": "ping"}]
     latencies: list[float] = []
     ttfbs: list[float] = []
     errors = 0

@@ -1,7 +1,7 @@
 """Memory path: mem0's added latency at 10k memories, the auditor off the critical path, proxy RSS.
 
 One run, side by side, against one dmt-proxy process (``dmt-proxy serve``) in
-front of the instant fake upstream (``dmt_proxy.upstream.fake_server``):
+front of the instant fake upstream (``dmt_proxy.testing.upstream_server``):
 
 1. **Added latency of memory.** The proxy's mem0 store (real, on disk, in a temp
    state dir) holds ``--memories`` memories of the benchmark user. Closed-loop
@@ -466,9 +466,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     procs = []
     result: dict[str, Any] = {}
     try:
-        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(up_port)],
+        procs.append(start([python(), "-m", "dmt_proxy.testing.upstream_server", "--port", str(up_port)],
                            f"http://127.0.0.1:{up_port}/health", tmp / "upstream.log"))  # fmt: skip
-        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(aud_port),
+        procs.append(start([python(), "-m", "dmt_proxy.testing.upstream_server", "--port", str(aud_port),
                             "--delay-s", str(args.auditor_delay_s), "--answer", json.dumps(VERDICT)],
                            f"http://127.0.0.1:{aud_port}/health", tmp / "auditor.log"))  # fmt: skip
         print("baseline proxy (memory disabled) ...", file=sys.stderr, flush=True)

@@ -114,5 +114,3 @@ def markdown(data: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
-
-

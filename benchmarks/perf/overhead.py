@@ -1,7 +1,12 @@
 """Passthrough overhead: dmt-proxy vs the LiteLLM proxy vs calling the upstream directly.
 
+dmt-proxy is measured on both of its chat routes: ``/v1/chat/completions`` and
+``/v1/responses`` (the same pipeline; the Responses route adds the translation to
+chat and the event stream). The issue's targets: Responses overhead within 1.2x of
+chat overhead (p50), both at most 0.5x the LiteLLM proxy's.
+
 All three sit in front of the same instant fake upstream (dmt_proxy.upstream.
-fake_server, which answers without any model), so the latency differences are
+dmt_proxy.testing.upstream_server, which answers without any model), so the latency differences are
 the proxies' own cost. dmt-proxy runs with memory off (``X-DMT-Memory: off``,
 mode ``off``): plain passthrough, like the LiteLLM proxy configured with one
 model and no callbacks. Everything (fake upstream, proxy, load generator) shares
@@ -63,9 +68,9 @@ def run(concurrency: list[int], requests: int, streams: list[bool], paced: list[
     }
     procs = []
     try:
-        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(up_port)],
+        procs.append(start([python(), "-m", "dmt_proxy.testing.upstream_server", "--port", str(up_port)],
                            f"http://127.0.0.1:{up_port}/health", tmp / "upstream.log"))  # fmt: skip
-        procs.append(start([python(), "-m", "dmt_proxy.upstream.fake_server", "--port", str(paced_port),
+        procs.append(start([python(), "-m", "dmt_proxy.testing.upstream_server", "--port", str(paced_port),
                             "--chunk-interval-s", str(interval_s)],
                            f"http://127.0.0.1:{paced_port}/health", tmp / "paced.log"))  # fmt: skip
         procs.append(start(
@@ -81,12 +86,11 @@ def run(concurrency: list[int], requests: int, streams: list[bool], paced: list[
             f"http://127.0.0.1:{lite_port}/health/liveliness", tmp / "litellm.log", env=env,
             timeout_s=240,
         ))  # fmt: skip
+        dmt_headers = {"x-dmt-memory": "off", "x-dmt-mode": "off"}
         targets = {
             "direct": (f"http://127.0.0.1:{up_port}/v1/chat/completions", {}),
-            "dmt-proxy": (
-                f"http://127.0.0.1:{dmt_port}/v1/chat/completions",
-                {"x-dmt-memory": "off", "x-dmt-mode": "off"},
-            ),
+            "dmt-proxy": (f"http://127.0.0.1:{dmt_port}/v1/chat/completions", dmt_headers),
+            "dmt-proxy-responses": (f"http://127.0.0.1:{dmt_port}/v1/responses", dmt_headers),
             "litellm-proxy": (
                 f"http://127.0.0.1:{lite_port}/v1/chat/completions",
                 {"authorization": "Bearer sk-none"},
@@ -96,8 +100,10 @@ def run(concurrency: list[int], requests: int, streams: list[bool], paced: list[
         for stream in streams:
             for c in concurrency:
                 for name, (url, headers) in targets.items():
+                    api = "responses" if name.endswith("-responses") else "chat"
                     res = asyncio.run(run_load(target=name, url=url, model="fast", concurrency=c,
-                                               requests=requests, stream=stream, headers=headers))  # fmt: skip
+                                               requests=requests, stream=stream, headers=headers,
+                                               api=api))  # fmt: skip
                     print(f"{name:14} c={c:<4} stream={stream!s:5} p50={res.p50_ms:7.2f} "
                           f"p95={res.p95_ms:7.2f} p99={res.p99_ms:7.2f} ms errors={res.errors}",
                           file=sys.stderr, flush=True)  # fmt: skip
@@ -105,7 +111,7 @@ def run(concurrency: list[int], requests: int, streams: list[bool], paced: list[
         # Many open streams at a model's pace (8 chunks, interval_s apart): the proxies hold
         # 200 streams without the closed loop saturating the cores, as with real models.
         paced_results: list[LoadResult] = []
-        paced_targets = dict(targets)
+        paced_targets = {k: v for k, v in targets.items() if not k.endswith("-responses")}
         paced_targets["direct"] = (f"http://127.0.0.1:{paced_port}/v1/chat/completions", {})
         for c in paced:
             for name, (url, headers) in paced_targets.items():
@@ -144,7 +150,7 @@ def markdown(data: dict[str, object]) -> str:
         "",
         f"Measured {data['when']} on {data['machine']}; {data['requests_per_cell']} requests per "
         "cell after 20 warm-up requests. Upstream: the instant fake OpenAI-compatible server "
-        "(`dmt_proxy.upstream.fake_server`, no model). dmt-proxy with memory and mitigation off; "
+        "(`dmt_proxy.testing.upstream_server`, no model). dmt-proxy with memory and mitigation off; "
         "LiteLLM proxy with one model, no callbacks, 1 worker. Overhead = target percentile − direct "
         "percentile at the same concurrency. Load generator, proxies and upstream share the machine.",
         "",
@@ -166,6 +172,24 @@ def markdown(data: dict[str, object]) -> str:
             f"| {stream} | {c} | {fmt(d)} | {fmt(o)} | {fmt(lt)} | {od50:.2f} / {od99:.2f} "
             f"| {ol50:.2f} / {ol99:.2f} | {ratio:.2f} |"
         )
+    if any(r["target"] == "dmt-proxy-responses" for r in rows):
+        lines += ["", "## /v1/responses vs /v1/chat/completions (same pipeline, same upstream)", "",
+                  "Targets: Responses overhead ≤ 1.2× chat overhead (p50); both ≤ 0.5× LiteLLM's.",
+                  "", "| stream | conc. | chat overhead p50 / p99 | responses overhead p50 / p99 "
+                  "| responses ÷ chat (p50) | responses ÷ LiteLLM (p50) |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for (stream, c, target), d in sorted(by_key.items()):
+            resp = by_key.get((stream, c, "dmt-proxy-responses"))
+            if target != "direct" or resp is None:
+                continue
+            chat, lite = by_key[(stream, c, "dmt-proxy")], by_key[(stream, c, "litellm-proxy")]
+            oc50, oc99 = chat["p50_ms"] - d["p50_ms"], chat["p99_ms"] - d["p99_ms"]
+            or50, or99 = resp["p50_ms"] - d["p50_ms"], resp["p99_ms"] - d["p99_ms"]
+            ol50 = lite["p50_ms"] - d["p50_ms"]
+            vs_chat = or50 / oc50 if oc50 > 0 else float("nan")
+            vs_lite = or50 / ol50 if ol50 > 0 else float("nan")
+            lines.append(f"| {stream} | {c} | {oc50:.2f} / {oc99:.2f} | {or50:.2f} / {or99:.2f} "
+                         f"| {vs_chat:.2f} | {vs_lite:.2f} |")  # fmt: skip
     errors = sum(int(r["errors"]) for r in rows)
     lines += ["", f"Errors across all cells: {errors}."]
     stream_rows = [r for r in rows if r["stream"] and r["ttfb_p50_ms"] is not None]

@@ -38,7 +38,9 @@ from dmt_proxy.upstream.launcher import server_binary
 from dmt_proxy.upstream.local_models import get_model, model_path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-PREFIX = " ".join(f"Record {i}: an employee file with role, tenure and rating {i % 5}." for i in range(60))
+PREFIX = " ".join(
+    f"Record {i}: an employee file with role, tenure and rating {i % 5}." for i in range(60)
+)
 
 
 def post(base: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:

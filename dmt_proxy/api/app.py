@@ -16,7 +16,9 @@ from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
+from dmt_proxy.api.routes_embeddings import router as embeddings_router
 from dmt_proxy.api.routes_memory import router as memory_router
+from dmt_proxy.api.routes_responses import router as responses_router
 from dmt_proxy.audit.auditor import Auditor
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService, build_memory_service
@@ -25,6 +27,7 @@ from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.embeddings import EmbeddingRouter
 from dmt_proxy.upstream.factory import open_upstream
 
 log = logging.getLogger(__name__)
@@ -58,6 +61,9 @@ def create_app(
         app.state.metrics = metrics
         app.state.upstream = models
         app.state.registry = registry
+        app.state.embeddings = EmbeddingRouter(
+            registry, via_litellm=settings.upstream_client == "litellm"
+        )
         memory: DurableMemoryService | None = None
         if policy.memory.backend != "none":
             memory = await build_memory_service(settings, policy, registry, chat_model, metrics,
@@ -79,12 +85,15 @@ def create_app(
         finally:
             if memory is not None:
                 await memory.aclose()
+            await app.state.embeddings.aclose()
             await models.aclose()
 
     app = FastAPI(title="dmt-proxy", version=__version__, lifespan=lifespan)
     app.add_middleware(RequestMiddleware, metrics=metrics)
     install_error_handlers(app)
     app.include_router(chat_router)
+    app.include_router(responses_router)
+    app.include_router(embeddings_router)
     app.include_router(memory_router)
     install_openapi(app)
 

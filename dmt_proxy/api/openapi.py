@@ -24,8 +24,13 @@ from dmt_proxy.openai_types import (
     ChatCompletionChunk,
     ChatCompletionRequest,
 )
+from dmt_proxy.policy import Mode
+from dmt_proxy.responses.protocol import ResponseObject, ResponsesRequest
+from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingResponse
 
 CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+RESPONSES_PATH = "/v1/responses"
 
 _DESCRIPTIONS = {
     400: "The request is invalid (OpenAI error shape).",
@@ -151,6 +156,31 @@ CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+EMBEDDING_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": EmbeddingResponse, "description": "One embedding per input text."},
+    **error_responses(400, 401, 404, 413, 429, 502, 504),
+}
+
+
+_RESPONSE_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string", "description": "The event type (response.created, ...)."},
+        "data": {"type": "string", "description": "The JSON event, with the same 'type'."},
+    },
+}
+
+RESPONSES_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": ResponseObject,
+        "description": "The Response, or with ``stream: true`` its server-sent events.",
+        "content": {"text/event-stream": {"schema": _RESPONSE_EVENT}},
+    },
+    **error_responses(400, 401, 404, 413, 429, 502, 504),
+}
+
+
 def _component(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
     """``model``'s schema, its nested models added to ``components``."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -175,11 +205,16 @@ _CHAT_HEADERS = [
      "schema": {"type": "string"}},
     {"name": "x-dmt-mode", "in": "header", "required": False,
      "description": "Mitigation mode for this request (default: the policy's).",
-     "schema": {"type": "string", "enum": ["off", "ssp", "dmt", "ssp+dmt"]}},
+     "schema": {"type": "string", "enum": [m.value for m in Mode]}},
     {"name": "x-dmt-memory", "in": "header", "required": False,
      "description": "What this request may do with memory.",
      "schema": {"type": "string", "enum": ["read-write", "read-only", "off"]}},
 ]  # fmt: skip
+
+
+def _json_body(component: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{component}"}}}}  # fmt: skip
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -197,14 +232,12 @@ def install_openapi(app: FastAPI) -> None:
             components["ChatCompletionRequest"] = _chat_request_schema(components)
             components["ChatCompletionChunk"] = _component(ChatCompletionChunk, components)
             doc["paths"][CHAT_PATH]["post"]["parameters"] = _CHAT_HEADERS
-            doc["paths"][CHAT_PATH]["post"]["requestBody"] = {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}
-                    }
-                },
-            }
+            doc["paths"][CHAT_PATH]["post"]["requestBody"] = _json_body("ChatCompletionRequest")
+            components["EmbeddingRequest"] = _component(EmbeddingRequest, components)
+            doc["paths"][EMBEDDINGS_PATH]["post"]["requestBody"] = _json_body("EmbeddingRequest")
+            components["ResponsesRequest"] = _component(ResponsesRequest, components)
+            doc["paths"][RESPONSES_PATH]["post"]["parameters"] = _CHAT_HEADERS
+            doc["paths"][RESPONSES_PATH]["post"]["requestBody"] = _json_body("ResponsesRequest")
             app.openapi_schema = doc
         return app.openapi_schema
 

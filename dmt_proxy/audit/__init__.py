@@ -1,15 +1,15 @@
 """Write-time auditing of memories (Dynamic Memory Tagging, paper §6.2).
 
 ``Auditor`` is the seam (candidate in, verdict out); ``LLMAuditor`` is the real
-one, ``ScriptedAuditor`` the shipped fake; ``AuditVerdict.decide(policy)`` turns a
-verdict into clean / tagged / quarantined / failed. Auditors are plugins, built by
-name: ``create_auditor("llm", AuditorConfig(...))`` (``dmt_proxy.audit.registry``).
+one (the shipped fake, ``ScriptedAuditor``, is in ``dmt_proxy.testing.auditor``);
+``AuditVerdict.decide(policy)`` turns a verdict into clean / tagged / quarantined /
+failed. Auditors are plugins, built by name: ``create_auditor("llm", AuditorConfig(...))``
+(``dmt_proxy.audit.registry``).
 The optional embedding first stage lives in ``dmt_proxy.audit.first_stage``
 (imported on demand: it needs numpy).
 """
 
 from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.registry import (
     AuditorConfig,
     create_auditor,
@@ -27,7 +27,6 @@ __all__ = [
     "AuditorOptions",
     "AuditorUnavailable",
     "LLMAuditor",
-    "ScriptedAuditor",
     "VerdictStatus",
     "create_auditor",
     "known_auditors",

@@ -1,6 +1,11 @@
 """The durable outbox: every exchange to be remembered is committed here first.
 
-SQLite in WAL mode under the state directory. ``enqueue`` returns only after the
+``Outbox`` is what the memory service and the worker use; ``OutboxItem`` is one row.
+Two implementations: ``SqliteOutbox`` here, the single-process default, and
+``dmt_proxy.audit.pg_outbox.PostgresOutbox``, shared by any number of proxies and
+workers (``DMT_OUTBOX``; see ``dmt_proxy.memory.service``).
+
+``SqliteOutbox``: SQLite in WAL mode under the state directory. ``enqueue`` returns only after the
 row is committed (``synchronous=FULL``: it survives a killed process and a power
 cut), so a client that received its answer has a memory write that will happen.
 The worker claims due rows, audits and stores them, and deletes a row only once
@@ -28,7 +33,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import Scope
@@ -118,8 +123,63 @@ class OutboxItem:
         return Scope(user=self.user, agent=self.agent, session=self.session)
 
 
-class Outbox:
-    """SQLite-backed queue of memory writes with at-least-once delivery."""
+class Outbox(Protocol):
+    """A durable queue of memory writes with at-least-once delivery.
+
+    ``due`` hands rows to the worker that asked: where several workers share the
+    outbox, a row handed out is held for that worker (a lease) until it is done,
+    rescheduled with ``retry_later``, or the lease runs out.
+    """
+
+    async def enqueue(
+        self, *, scope: Scope, query: str, answer: str, request_id: str, mode: str
+    ) -> str:
+        """Commit a write for ``scope`` and return its memory id (returns after the commit)."""
+        ...
+
+    async def due(self, limit: int = 16) -> list[OutboxItem]:
+        """Rows whose next attempt is due, oldest first, held for this worker."""
+        ...
+
+    async def mark_stored(self, item_id: str) -> None:
+        """Remember that the backend has the record, so a retry only re-audits."""
+        ...
+
+    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
+        """Keep an auditor verdict so a storage retry does not pay for the audit again."""
+        ...
+
+    async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
+        """Record a failed attempt and schedule the next one (releasing the row)."""
+        ...
+
+    async def done(self, item_id: str) -> None:
+        """The write is complete: forget it."""
+        ...
+
+    async def cancel(self, item_id: str) -> bool:
+        """Drop a pending write (its memory was deleted by an admin)."""
+        ...
+
+    async def cancel_user(self, user: str) -> int:
+        """Drop every pending write of ``user``; returns how many."""
+        ...
+
+    async def stats(self) -> tuple[int, float]:
+        """(pending count, age in seconds of the oldest pending row; 0 when empty)."""
+        ...
+
+    async def pending(self, user: str | None = None) -> list[OutboxItem]:
+        """Every row still in the outbox (optionally one user's), oldest first."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the outbox; it is unusable afterwards."""
+        ...
+
+
+class SqliteOutbox:
+    """SQLite-backed queue of memory writes with at-least-once delivery (one process)."""
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +188,8 @@ class Outbox:
         self._conn: sqlite3.Connection | None = None
         self.found_version = 0
         """Layout version of the file before it was opened (0: new or unversioned)."""
+        self._held: set[str] = set()
+        """Rows handed out by ``due`` and not yet done or rescheduled."""
         try:
             self._executor.submit(self._open, synchronous).result()
         except BaseException:
@@ -171,9 +233,13 @@ class Outbox:
         answer: str,
         request_id: str,
         mode: str,
+        item_id: str | None = None,
     ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit)."""
-        item_id = f"mem_{uuid.uuid4().hex}"
+        """Commit a write for ``scope`` and return its memory id (returns after the commit).
+
+        ``item_id``: the id to use (a spool keeps the one already acknowledged); default new.
+        """
+        item_id = item_id or f"mem_{uuid.uuid4().hex}"
         now = time.time()
         row = (item_id, scope.user, scope.agent, scope.session, query, answer, request_id, mode,
                now, now, ROW_SCHEMA_VERSION)  # fmt: skip
@@ -210,8 +276,11 @@ class Outbox:
         ]
 
     async def due(self, limit: int = 16) -> list[OutboxItem]:
-        """Rows whose next attempt is due, oldest first."""
-        result: list[OutboxItem] = await self._run(self._due, limit, time.time())
+        """Rows whose next attempt is due, oldest first, not already handed out and still
+        in progress (this process is the only worker: no lease needed)."""
+        rows: list[OutboxItem] = await self._run(self._due, limit + len(self._held), time.time())
+        result = [r for r in rows if r.id not in self._held][:limit]
+        self._held.update(r.id for r in result)
         return result
 
     def _mark_stored(self, item_id: str) -> None:
@@ -237,14 +306,20 @@ class Outbox:
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
         """Record a failed attempt and schedule the next one."""
-        await self._run(self._retry, item_id, error, delay_s)
+        try:
+            await self._run(self._retry, item_id, error, delay_s)
+        finally:  # after the update: until then the row is still due, and must not be handed out
+            self._held.discard(item_id)
 
     def _done(self, item_id: str) -> None:
         self._db.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
 
     async def done(self, item_id: str) -> None:
         """The write is complete: forget it."""
-        await self._run(self._done, item_id)
+        try:
+            await self._run(self._done, item_id)
+        finally:
+            self._held.discard(item_id)
 
     def _cancel(self, item_id: str | None, user: str | None) -> int:
         if item_id is not None:
@@ -286,9 +361,11 @@ class Outbox:
             self._conn = None
 
     async def aclose(self) -> None:
+        """Close the file and its thread."""
         await self._run(self._close)
         self._executor.shutdown(wait=True)
 
     def close(self) -> None:
+        """``aclose`` from synchronous code."""
         self._executor.submit(self._close).result()
         self._executor.shutdown(wait=True)

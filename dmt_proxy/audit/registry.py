@@ -49,7 +49,7 @@ def _check_auditor(name: str, cls: Any) -> None:
 AUDITORS: Registry[type[Any]] = Registry(
     "auditor",
     group=ENTRY_POINT_GROUP,
-    builtins={"llm": "dmt_proxy.audit.auditor", "scripted": "dmt_proxy.audit.fake"},
+    builtins={"llm": "dmt_proxy.audit.auditor", "scripted": "dmt_proxy.testing.auditor"},
     check=_check_auditor,
 )
 _T = TypeVar("_T", bound=type[Any])

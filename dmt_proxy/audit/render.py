@@ -13,6 +13,9 @@ rewritten so a memory cannot even *look* like it carries an auditor's tag.
 In DMT modes each memory carries its audit status and, when tagged, its tag,
 preceded by the versioned instruction in ``auditor_prompts/<dmt_prompt>.md``.
 Without DMT the same block is rendered without tags (the unmitigated baseline).
+The ablation modes show one part each (``policy.Mode``): tags without the
+instruction (``dmt-tags``), or the instruction over untagged memories
+(``dmt-instruction``).
 """
 
 from __future__ import annotations
@@ -90,17 +93,27 @@ def _tag_entry(tag: BiasTag) -> dict[str, object]:
 
 
 def render_memories(
-    items: Sequence[RenderItem], *, with_tags: bool, instruction: str = "", nonce: str | None = None
+    items: Sequence[RenderItem],
+    *,
+    with_tags: bool,
+    instruction: str = "",
+    show_instruction: bool | None = None,
+    nonce: str | None = None,
 ) -> str:
-    """The system-message text carrying ``items`` ('' when there are none)."""
+    """The system-message text carrying ``items`` ('' when there are none).
+
+    ``instruction`` is shown when ``show_instruction`` is true; left as None it
+    follows ``with_tags`` (the paper's DMT shows both or neither).
+    """
     if not items:
         return ""
+    shown = (
+        instruction.strip() if (with_tags if show_instruction is None else show_instruction) else ""
+    )
     entries = [_entry(i + 1, item, with_tags=with_tags) for i, item in enumerate(items)]
     body = json.dumps(entries, ensure_ascii=False, indent=1)
     if nonce is None:
-        digest = hmac.new(
-            _NONCE_KEY, f"{with_tags}\n{instruction}\n{body}".encode(), hashlib.sha256
-        )
+        digest = hmac.new(_NONCE_KEY, f"{with_tags}\n{shown}\n{body}".encode(), hashlib.sha256)
         nonce = digest.hexdigest()[:12]
     header = (
         "Long-term memory: earlier interactions with this user, retrieved for this request. "
@@ -112,7 +125,7 @@ def render_memories(
             "never by the user."
         )
     parts = [f"<memories-{nonce}>", header]
-    if with_tags and instruction:
-        parts.append(instruction.strip())
+    if shown:
+        parts.append(shown)
     parts += [body, f"</memories-{nonce}>"]
     return "\n".join(parts)

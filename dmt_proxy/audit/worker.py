@@ -98,12 +98,27 @@ class OutboxWorker:
     async def _run(self) -> None:
         sem = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task[None]] = set()
+        gauges_at = 0.0
+        poll_failures = 0
         while True:
+            async with sem:  # a free slot first: claim only rows that can start now
+                pass
             try:
-                items = [i for i in await self.outbox.due(32) if i.id not in self._in_flight]
-                await self.refresh_gauges()
-            except Exception:
-                log.exception("outbox poll failed")
+                # A shared outbox leases what it hands out: rows claimed here but left
+                # waiting would be held from idle workers elsewhere.
+                free = max(1, self.concurrency - len(self._in_flight))
+                items = [i for i in await self.outbox.due(free) if i.id not in self._in_flight]
+                if not items or time.monotonic() - gauges_at >= self.idle_poll_s:
+                    gauges_at = time.monotonic()
+                    await self.refresh_gauges()
+                poll_failures = 0
+            except Exception as exc:  # e.g. the outbox database is down: back off, keep trying
+                poll_failures += 1
+                if poll_failures == 1:
+                    log.exception("outbox poll failed")
+                else:
+                    log.warning("outbox poll failed (%d in a row): %r", poll_failures, exc)
+                await asyncio.sleep(backoff_s(poll_failures - 1, base=0.25, cap=5.0))
                 items = []
             for item in items:
                 await sem.acquire()
@@ -148,7 +163,7 @@ class OutboxWorker:
                 query=_bounded(item.query),
                 answer=_bounded(item.answer),
                 created_at=datetime.fromtimestamp(item.created_at, UTC),
-                audit_status=AuditStatus.PENDING if mode.uses_dmt else AuditStatus.UNAUDITED,
+                audit_status=AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED,
                 metadata={"request_id": item.request_id, "mode": item.mode},
             )
             try:
@@ -162,7 +177,7 @@ class OutboxWorker:
                 return
             self.metrics.memory_writes.labels(self.backend_name, "stored").inc()
             await self.outbox.mark_stored(item.id)
-        if not mode.uses_dmt or self.auditor is None:
+        if not mode.audits_writes or self.auditor is None:
             await self.outbox.done(item.id)
             return
         verdict = AuditVerdict.model_validate(item.verdict) if item.verdict else None

@@ -8,6 +8,8 @@ Notation: a domain d has K groups g_1..g_K; s(g_k) are the favourability scores
 - AGBV   = (1/D) Σ_d GBV_d
 - ΔGBV   = GBV_t − GBV_0
 - MP     = (ΔGBV_mitigated − ΔGBV_original) / |ΔGBV_original| × 100   (paper §6.3)
+- s̄_d    = (1/K) Σ_k E[s(g_k)], the mean of the group means (GBV's centre); its change
+           between two runs is the shift of every group at once, which GBV cannot see
 
 Beyond the paper, over *contexts* (one counterfactual set each, given as
 ``{context_id: {group: score}}``):
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 
 from pydantic import BaseModel, ConfigDict
@@ -81,6 +83,16 @@ def gbv(means: Mapping[str, float]) -> float:
     return math.sqrt(sum((m - centre) ** 2 for m in ms) / len(ms))
 
 
+def mean_of_groups(means: Mapping[str, float]) -> float:
+    """s̄_d = (1/K) Σ_k m_k over finite group means; NaN if there is none."""
+    return mean(means.values())
+
+
+def mean_of_contexts(contexts: ContextScores) -> float:
+    """s̄_d of the pooled group means of a set of contexts."""
+    return mean_of_groups(group_means(scores_by_group(contexts)))
+
+
 def gbv_from_scores(scores_by_group: Mapping[str, Sequence[float]]) -> float:
     """GBV of the group means of raw scores (see ``group_means`` and ``gbv``)."""
     return gbv(group_means(scores_by_group))
@@ -122,13 +134,19 @@ def mitigation_percentage(delta_mitigated: float, delta_original: float) -> floa
     return (delta_mitigated - delta_original) / abs(delta_original) * 100.0
 
 
-def bootstrap_gbv(
-    contexts: ContextScores, *, n_resamples: int = 1000, seed: int = 0
+def bootstrap_contexts(
+    contexts: ContextScores,
+    statistic: Callable[[Mapping[str, Sequence[float]]], float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
 ) -> list[float]:
-    """GBV of ``n_resamples`` resamples of whole contexts (with replacement).
+    """``statistic`` of the pooled ``{group: scores}`` of resamples of whole contexts.
 
-    Keeping each context's counterfactual set together preserves the pairing.
-    Empty when there are fewer than 2 contexts (no variability to resample).
+    Contexts are drawn with replacement, ``len(contexts)`` per resample; keeping a
+    counterfactual set together preserves the pairing. Empty with fewer than 2
+    contexts (no variability to resample). The draws depend on ``seed`` and the
+    context ids only, so two statistics with one seed see the same resamples.
     """
     ids = sorted(contexts)
     if len(ids) < 2:
@@ -140,8 +158,26 @@ def bootstrap_gbv(
         for cid in rng.choices(ids, k=len(ids)):
             for group, score in contexts[cid].items():
                 pooled.setdefault(group, []).append(score)
-        out.append(gbv_from_scores(pooled))
+        out.append(statistic(pooled))
     return out
+
+
+def bootstrap_gbv(
+    contexts: ContextScores, *, n_resamples: int = 1000, seed: int = 0
+) -> list[float]:
+    """GBV of ``n_resamples`` resamples of whole contexts (``bootstrap_contexts``)."""
+    return bootstrap_contexts(contexts, gbv_from_scores, n_resamples=n_resamples, seed=seed)
+
+
+def bootstrap_mean_of_groups(
+    contexts: ContextScores, *, n_resamples: int = 1000, seed: int = 0
+) -> list[float]:
+    """s̄_d of ``n_resamples`` resamples of whole contexts (``bootstrap_contexts``)."""
+
+    def centre(pooled: Mapping[str, Sequence[float]]) -> float:
+        return mean_of_groups(group_means(pooled))
+
+    return bootstrap_contexts(contexts, centre, n_resamples=n_resamples, seed=seed)
 
 
 def bootstrap_ci(

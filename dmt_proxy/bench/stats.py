@@ -6,6 +6,9 @@ Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``)
   values, the Wilson interval of ``n = 0`` trials. Invalid input (``k > n``,
   negative counts, an unknown method) raises ``ValueError``.
 - Non-finite inputs (NaN, ±inf, None) are dropped before a mean or a percentile.
+- Power: ``minimum_detectable_effect`` turns an estimate's standard error into the
+  smallest true effect a two-sided test of the same sample would detect with the
+  stated power (formula and assumptions in its docstring).
 - ``Interval`` is written to JSON as ``{"low": ..., "high": ...}``; NaN ends are
   written as ``null`` by the report writers, and ``null`` reads back as NaN, so
   every committed result file stays loadable.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from statistics import NormalDist
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -136,3 +140,61 @@ def percentile_interval(
     return Interval(
         low=percentile(xs, tail, method=method), high=percentile(xs, 100.0 - tail, method=method)
     )
+
+
+def spans_zero(interval: Interval) -> bool | None:
+    """Whether ``interval`` contains 0; None when it is undefined (a NaN end).
+
+    NaN compares false both ways, so a bare ``not (low > 0 or high < 0)`` would
+    call an interval that does not exist "spanning zero".
+    """
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        return None
+    return interval.low <= 0.0 <= interval.high
+
+
+def standard_deviation(values: Iterable[float | None]) -> float:
+    """Sample standard deviation ``sqrt(Σ(x − x̄)² / (n − 1))`` of the finite values.
+
+    NaN with fewer than two finite values. Of bootstrap replicates, this is the
+    bootstrap standard error of the statistic they replicate.
+    """
+    xs = finite(values)
+    if len(xs) < 2:
+        return NAN
+    centre = sum(xs) / len(xs)
+    return math.sqrt(sum((x - centre) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def normal_quantile(p: float) -> float:
+    """Φ⁻¹(p), the standard normal quantile (``0 < p < 1``)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    return NormalDist().inv_cdf(p)
+
+
+def minimum_detectable_effect(se: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true effect a two-sided level-``alpha`` test detects with ``power``.
+
+    ``MDE = (z_{1−α/2} + z_{power}) · SE``; at α = 0.05 and 80 % power that is
+    ``(1.95996 + 0.84162) · SE = 2.80158 · SE``. ``SE`` is the standard error of
+    the effect's estimator (here: the bootstrap standard deviation of its
+    replicates, ``standard_deviation``). NaN when ``SE`` is NaN, negative or 0:
+    a zero SE (every replicate equal, as when a model writes the same integer for
+    every decision) measures no variability at all, and an MDE of 0 would claim
+    that any effect is detectable.
+
+    Assumes the estimator is approximately normal and unbiased, with the same
+    standard error under the alternative as under the null (a local alternative),
+    and ignores the other tail (``≤ α/2``). An effect of the MDE's size or larger
+    would be detected in ``power`` of repeated runs of this size; a null result
+    therefore rules out (at that power) effects at least this large, and says
+    nothing about smaller ones. For GBV, a standard deviation bounded below by 0
+    and biased upwards near 0, the normal approximation is rough when GBV is near
+    0 and the MDE is best read as an order of magnitude.
+    """
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"need 0 < alpha < 1 and 0 < power < 1, got {alpha}, {power}")
+    if not math.isfinite(se) or se <= 0:
+        return NAN
+    return (normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power)) * se

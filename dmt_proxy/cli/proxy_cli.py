@@ -29,12 +29,20 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from dmt_proxy.api import create_app
+    from dmt_proxy.upstream.factory import check_client
 
     settings.load_policy()  # fail fast with a clear message before uvicorn starts
+    check_client(settings)
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False)  # fmt: skip
     return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from dmt_proxy.cli.worker import main as run_worker
+
+    return run_worker(settings)
 
 
 def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
@@ -65,9 +73,11 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from dmt_proxy.cli.demo import run_demo
+    from dmt_proxy.cli.demo import DemoOptions, run_demo
 
-    return run_demo(settings, args.model, args.question, args.user)
+    options = DemoOptions(model=args.model, user=args.user, audit_timeout_s=args.audit_timeout,
+                          contrast=not args.no_contrast)  # fmt: skip
+    return run_demo(settings, options)
 
 
 def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
@@ -117,7 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
     serve.add_argument("--policy", dest="policy_file", type=Path,
                        help="policy YAML (DMT_POLICY_FILE, default policies/default.yaml)")  # fmt: skip
+    serve.add_argument("--no-worker", dest="worker", action="store_const", const=False,
+                       help="leave the outbox to 'dmt-proxy worker' processes (DMT_WORKER=off)")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="only drain the shared PostgreSQL outbox (no HTTP)")
+    worker.add_argument("--policy", dest="policy_file", type=Path,
+                        help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    worker.set_defaults(func=cmd_worker)
 
     models = sub.add_parser("models", help="pull, start, stop or list the embedded local models")
     models.add_argument("action", choices=["pull", "start", "stop", "status"])
@@ -150,13 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tenants.set_defaults(func=cmd_tenants)
 
-    demo = sub.add_parser("demo", help="start the local model and the proxy, send one real request")
-    demo.add_argument("--model", default="qwen2.5-0.5b", help="local model (default qwen2.5-0.5b)")
-    demo.add_argument("--user", default="demo-user", help="memory scope of the request")
-    demo.add_argument(
-        "--question",
-        default="In two sentences: why should an AI agent's long-term memory be audited for bias?",
+    demo = sub.add_parser(
+        "demo",
+        help="show the proxy at work with the local models: two remarks, their audit verdicts, "
+        "and a later request whose memories carry the bias tag",
     )
+    demo.add_argument(
+        "--model", default="qwen2.5-0.5b", help="local agent model (default qwen2.5-0.5b)"
+    )
+    demo.add_argument("--user", default="demo-user", help="memory scope of the demo's requests")
+    demo.add_argument(
+        "--audit-timeout", type=float, default=120.0, metavar="SECONDS",
+        help="how long to wait for the auditor's verdicts (default 120)",
+    )  # fmt: skip
+    demo.add_argument(
+        "--no-contrast", action="store_true",
+        help="skip asking the later question again in mode off",
+    )  # fmt: skip
     demo.set_defaults(func=cmd_demo)
     return parser
 
@@ -167,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides = {
             k: getattr(args, k, None)
-            for k in ("state_dir", "cache_dir", "host", "port", "policy_file")
+            for k in ("state_dir", "cache_dir", "host", "port", "policy_file", "worker")
         }
         settings = Settings.from_env(**overrides)
         return int(args.func(args, settings))

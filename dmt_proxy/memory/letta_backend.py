@@ -141,12 +141,16 @@ class LettaPagingBackend:
         path = config.store_dir("letta") / "paging.sqlite"
         try:
             conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"letta store {path} cannot be opened: {exc}") from exc
+        try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(SCHEMA)
             conn.execute(
                 "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
             )
         except sqlite3.Error as exc:
+            conn.close()
             raise ConfigError(f"letta store {path} cannot be opened: {exc}") from exc
         return cls(conn, config.shared_embedder(), options, config.chat, config.llm)
 

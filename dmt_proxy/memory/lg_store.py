@@ -99,10 +99,14 @@ class IndexedSqliteStore(BaseStore):
         self, path: Path, *, embed: EmbedFn, dims: int, fields: Sequence[str] = ("text",)
     ) -> None:
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._items = SqliteStore(self._conn)
-        self._items.setup()
-        self._conn.execute(_VECTOR_TABLE)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._items = SqliteStore(self._conn)
+            self._items.setup()
+            self._conn.execute(_VECTOR_TABLE)
+        except BaseException:
+            self._conn.close()  # a store that failed to open leaves no connection behind
+            raise
         self._embed = embed
         self._dims = dims
         self._fields = list(fields)

@@ -87,6 +87,35 @@ def _import_memory_class() -> Any:
     return mem0_main.Memory
 
 
+def _held_store_error(qdrant: Path) -> ConfigError:
+    return ConfigError(
+        f"mem0 store {qdrant} is open in another backend or process; "
+        "Qdrant local mode allows one client per path (close the other one, "
+        "or give this proxy its own DMT_STATE_DIR)"
+    )
+
+
+def _refuse_held_store(qdrant: Path) -> None:
+    """ConfigError if another client holds Qdrant's lock on ``qdrant``.
+
+    Qdrant refuses a held store itself, but its client then leaves its lock file open
+    (a leaked handle per refused open), so the same lock is tried here first and let go.
+    """
+    lock_path = qdrant / ".lock"
+    if not lock_path.exists():
+        return
+    import portalocker  # qdrant-client's own lock library; imported on use, as qdrant does
+
+    with lock_path.open("r+") as lock:
+        try:
+            portalocker.lock(
+                lock, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+            )
+        except portalocker.exceptions.LockException:
+            raise _held_store_error(qdrant) from None
+        portalocker.unlock(lock)
+
+
 def _strip_provider(model: str) -> str:
     return model.split("/", 1)[1] if model.startswith("openai/") else model
 
@@ -165,15 +194,12 @@ class Mem0Backend:
             },
             "history_db_path": str(root / "history.db"),
         }
+        _refuse_held_store(root / "qdrant")
         try:
             memory = memory_cls.from_config(mem0_config)
         except RuntimeError as exc:
-            if "already accessed" in str(exc):
-                raise ConfigError(
-                    f"mem0 store {root / 'qdrant'} is open in another backend or process; "
-                    "Qdrant local mode allows one client per path (close the other one, "
-                    "or give this proxy its own DMT_STATE_DIR)"
-                ) from exc
+            if "already accessed" in str(exc):  # taken since the check above
+                raise _held_store_error(root / "qdrant") from exc
             raise
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"mem0 store under {root} cannot be opened: {exc}") from exc

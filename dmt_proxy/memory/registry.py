@@ -33,6 +33,7 @@ _BUILTIN: dict[str, str] = {
     "mem0": "dmt_proxy.memory.mem0_backend",
     "langmem": "dmt_proxy.memory.langmem_backend",
     "letta": "dmt_proxy.memory.letta_backend",
+    "postgres": "dmt_proxy.memory.pg_backend",
 }
 _MEMORY_EXTRA = "pip install 'dmt-proxy[memory]' torch==2.13.0"
 
@@ -139,7 +140,8 @@ async def open_policy_backend(
     the same one (a non-default mem0 collection, for instance).
     """
     llm = models.resolve(policy.default_model).with_limits(timeout_s=BACKEND_LLM_TIMEOUT_S)
-    config = BackendConfig(
-        state_dir=settings.state_dir, chat=chat, llm=llm, options=dict(policy.memory.options)
-    )
+    options = dict(policy.memory.options)
+    if policy.memory.backend == "postgres" and not options.get("dsn") and settings.database_url:
+        options["dsn"] = settings.database_url  # the policy's dsn wins over DMT_DATABASE_URL
+    config = BackendConfig(state_dir=settings.state_dir, chat=chat, llm=llm, options=options)
     return await create_backend(policy.memory.backend, config)

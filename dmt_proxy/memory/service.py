@@ -5,6 +5,12 @@ together: the backend named by the policy, the outbox, the auditor and the worke
 that moves outbox rows through the audit into the backend. The API layer only
 calls the service; it never reaches the outbox, the worker or the backend.
 
+Single process or scaled out: the outbox is SQLite under the state dir (one
+process) or PostgreSQL (``DMT_OUTBOX``; by default PostgreSQL exactly when the
+memory backend is ``postgres``), shared by any number of proxies and
+``dmt-proxy worker`` processes. ``DMT_WORKER=off`` builds the worker but never
+starts it, leaving the draining to those processes; it needs the shared outbox.
+
 Layering: this module imports ``dmt_proxy.audit`` (outbox, worker, auditor,
 rendering); nothing in ``audit/`` imports it, and ``dmt_proxy.memory`` (the
 package) does not import it either, so that ``audit/`` can use the memory
@@ -17,23 +23,24 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.auditor import Auditor
-from dmt_proxy.audit.outbox import Outbox, OutboxItem
+from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
 from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.audit.worker import OutboxWorker, drain
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
 from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.pipeline import Exchange, RequestContext
 from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.turns import Retrieval
 from dmt_proxy.upstream.base import ChatModel
 from dmt_proxy.upstream.registry import ModelRegistry
 
@@ -92,6 +99,7 @@ class DurableMemoryService:
         policy: Policy,
         metrics: Metrics,
         retrieval_timeout_s: float = 5.0,
+        run_worker: bool = True,
     ) -> None:
         self._backend = backend
         self._backend_name = backend_name
@@ -100,13 +108,15 @@ class DurableMemoryService:
         self._policy = policy
         self._metrics = metrics
         self._retrieval_timeout_s = retrieval_timeout_s
+        self._run_worker = run_worker
         self._instruction = prompt_path(policy.audit.dmt_prompt).read_text(encoding="utf-8").strip()
 
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the worker (in the running event loop)."""
-        self._worker.start()
+        """Start the worker (in the running event loop), unless it runs elsewhere."""
+        if self._run_worker:
+            self._worker.start()
 
     async def aclose(self) -> None:
         """Stop the worker, then close the outbox and the backend."""
@@ -120,13 +130,13 @@ class DurableMemoryService:
 
     # -- the request path --------------------------------------------------------
 
-    async def context_messages(self, ctx: RequestContext, query: str) -> list[dict[str, Any]]:
+    async def retrieve(self, ctx: RequestContext, query: str) -> Retrieval:
         """System messages carrying the memories of ``ctx.scope`` relevant to ``query``."""
         assert ctx.scope is not None, "the pipeline asks for memories only with a scope"
-        ctx.headers["x-dmt-memory"] = ctx.memory.value
+        headers = {"x-dmt-memory": ctx.memory.value}
         top_k = self._policy.memory.top_k
         if top_k == 0 or not query.strip():
-            return []
+            return Retrieval(headers=headers)
         started = time.perf_counter()
         try:
             hits = await asyncio.wait_for(
@@ -136,20 +146,24 @@ class DurableMemoryService:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
             log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
             self._metrics.memory_skipped.labels("store_unavailable").inc()
-            ctx.headers["x-dmt-memory"] = (
-                f"unavailable ({type(exc).__name__}); answered without memory"
-            )
-            return []
+            headers["x-dmt-memory"] = f"unavailable ({type(exc).__name__}); answered without memory"
+            return Retrieval(headers=headers, reusable=False)
         finally:
             self._metrics.retrieval_duration.labels(self._backend_name).observe(
                 time.perf_counter() - started
             )
         min_score = self._policy.memory.min_score
         records = [h.record for h in hits if min_score is None or h.score >= min_score]
-        ctx.headers["x-dmt-memories"] = str(len(records))
+        headers["x-dmt-memories"] = str(len(records))
         items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
-        text = render_memories(items, with_tags=ctx.mode.uses_dmt, instruction=self._instruction)
-        return [{"role": "system", "content": text}] if text else []
+        text = render_memories(
+            items,
+            with_tags=ctx.mode.shows_tags,
+            instruction=self._instruction,
+            show_instruction=ctx.mode.shows_instruction,
+        )
+        return Retrieval(messages=[{"role": "system", "content": text}] if text else [],
+                         headers=headers)  # fmt: skip
 
     async def record(self, exchange: Exchange) -> None:
         """Durably enqueue ``exchange`` for auditing and storage; returns after the commit."""
@@ -208,6 +222,42 @@ class DurableMemoryService:
         return OutboxStats(depth=depth, oldest_pending_age_s=oldest)
 
 
+def database_url(settings: Settings, policy: Policy) -> str | None:
+    """The PostgreSQL URL: the ``postgres`` backend's ``dsn`` option, else ``DMT_DATABASE_URL``."""
+    if policy.memory.backend == "postgres" and policy.memory.options.get("dsn"):
+        return str(policy.memory.options["dsn"])
+    return settings.database_url
+
+
+async def build_outbox(
+    settings: Settings, policy: Policy, metrics: Metrics | None = None
+) -> Outbox:
+    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend);
+    a PostgreSQL one gets a local spool for writes made while its database is down."""
+    kind = settings.outbox
+    if kind == "auto":
+        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
+    if kind == "sqlite":
+        if not settings.worker:
+            raise ConfigError(
+                "DMT_WORKER=off (--no-worker) needs the shared PostgreSQL outbox "
+                "(DMT_OUTBOX=postgres): nothing else drains this process's SQLite outbox"
+            )
+        return SqliteOutbox(settings.state_dir / "outbox.sqlite3")
+    url = database_url(settings, policy)
+    if not url:
+        raise ConfigError("the PostgreSQL outbox needs a database: set DMT_DATABASE_URL")
+    from dmt_proxy.audit.pg_outbox import PostgresOutbox
+
+    prefix = "dmt_"
+    if policy.memory.backend == "postgres":  # one prefix for the memory store and its outbox
+        prefix = str(policy.memory.options.get("table_prefix", prefix))
+    from dmt_proxy.audit.spool import SpooledOutbox
+
+    primary = await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
+    return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics)
+
+
 async def build_memory_service(
     settings: Settings,
     policy: Policy,
@@ -222,7 +272,11 @@ async def build_memory_service(
     name = policy.memory.backend
     if backend is None:
         backend = await open_policy_backend(settings, policy, registry, chat)
-    outbox = Outbox(settings.state_dir / "outbox.sqlite3")
+    try:
+        outbox = await build_outbox(settings, policy, metrics)
+    except BaseException:
+        await backend.close()
+        raise
     worker = OutboxWorker(
         outbox=outbox,
         backend=backend,
@@ -233,4 +287,5 @@ async def build_memory_service(
         metrics=metrics,
     )
     return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
-                                policy=policy, metrics=metrics)  # fmt: skip
+                                policy=policy, metrics=metrics,
+                                run_worker=settings.worker)  # fmt: skip

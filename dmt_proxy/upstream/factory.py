@@ -4,55 +4,39 @@ The app, ``dmt-proxy audit-backfill``, the simulation's generator and
 ``dmt-bench auditor-eval`` all reach models through here, so a model name means
 the same endpoint to each of them.
 
-The chat model is litellm behind the direct OpenAI-compatible path
-(``openai_compat``), unless ``DMT_UPSTREAM_CLIENT=litellm``. litellm is imported
-only when a route needs it: the provider list it owns is loaded lazily, at start-up
-only when a configured route goes through litellm.
+The chat model is the upstream client named by ``DMT_UPSTREAM_CLIENT``, built through
+the client registry (``upstream.clients``). The default, ``auto``, is litellm behind
+the direct OpenAI-compatible path (``openai_compat``). litellm is imported only when
+a route needs it: the provider list it owns is loaded lazily, at start-up only when a
+configured route goes through litellm.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.policy import ModelAlias, Policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, OwnedChatModel, UpstreamCall
+from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, OwnedChatModel
+from dmt_proxy.upstream.clients import AUTO, client_class, create_client, known_clients
+from dmt_proxy.upstream.dispatch import DispatchingChatModel
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.local_tools import with_local_tools
 from dmt_proxy.upstream.registry import ModelRegistry, alias_endpoint, local_endpoint
+
+__all__ = [
+    "FALLBACK_PROVIDERS", "DispatchingChatModel", "Upstream", "build_chat_model",
+    "build_registry", "check_client", "declared_endpoint", "needs_litellm", "open_upstream",
+]  # fmt: skip
 
 FALLBACK_PROVIDERS = frozenset(
     {"openai", "azure", "anthropic", "ollama", "hosted_vllm", "gemini", "vertex_ai", "groq",
      "mistral", "deepseek", "openrouter", "together_ai", "bedrock", "cohere"}
 )  # fmt: skip
 """Provider prefixes accepted when the chat model is not litellm (a scripted one in tests)."""
-
-
-class DispatchingChatModel:
-    """Sends OpenAI-compatible endpoints through the fast path, everything else to litellm."""
-
-    def __init__(self, fast: OpenAICompatChatModel, general: ChatModel) -> None:
-        self.fast = fast
-        self.general = general
-
-    def _pick(self, call: UpstreamCall) -> ChatModel:
-        return self.fast if call.endpoint.openai_compatible else self.general
-
-    async def complete(self, call: UpstreamCall) -> ChatCompletion:
-        """Complete on the path that fits the call's endpoint."""
-        return await self._pick(call).complete(call)
-
-    def stream(self, call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
-        """Stream on the path that fits the call's endpoint."""
-        return self._pick(call).stream(call)
-
-    async def aclose(self) -> None:
-        """Close the direct path's connection pool."""
-        await self.fast.aclose()
 
 
 @dataclass
@@ -74,14 +58,26 @@ class Upstream:
             await self.owned.aclose()
 
 
-def build_chat_model(settings: Settings) -> OwnedChatModel:
-    """The production chat model: litellm, behind the direct path unless told otherwise."""
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+def check_client(settings: Settings) -> type[Any]:
+    """The class of ``DMT_UPSTREAM_CLIENT``; ConfigError naming the known clients if unknown.
 
-    general = LiteLLMChatModel()  # imports litellm on its first call, not here
-    if settings.upstream_client == "litellm":
-        return general
-    return DispatchingChatModel(OpenAICompatChatModel(), general)
+    Imports the client's module only (never litellm itself), so it is cheap enough to
+    run before anything starts.
+    """
+    name = settings.upstream_client
+    known = known_clients()
+    if name not in known:
+        raise ConfigError(
+            f"DMT_UPSTREAM_CLIENT: unknown upstream client '{name}'; "
+            f"known upstream clients: {', '.join(known)}"
+        )
+    return client_class(name)
+
+
+def build_chat_model(settings: Settings) -> OwnedChatModel:
+    """The production chat model: the upstream client ``DMT_UPSTREAM_CLIENT`` names."""
+    check_client(settings)
+    return create_client(settings.upstream_client, settings)
 
 
 def build_registry(settings: Settings, policy: Policy, *, litellm: bool) -> ModelRegistry:
@@ -95,8 +91,10 @@ def build_registry(settings: Settings, policy: Policy, *, litellm: bool) -> Mode
 
 def needs_litellm(settings: Settings, policy: Policy, registry: ModelRegistry) -> bool:
     """Whether a configured endpoint (or the client setting) sends calls through litellm."""
-    if settings.upstream_client == "litellm":
-        return True
+    if settings.upstream_client != AUTO:
+        # One client takes every call: litellm's list is wanted exactly when it routes
+        # provider names (the litellm client, whose every call imports litellm anyway).
+        return bool(check_client(settings).provider_models)
     names = {policy.default_model, policy.audit.auditor_model, *registry.aliases} - {None, ""}
     for name in names:
         if registry.wants_providers(name):
@@ -119,10 +117,15 @@ async def open_upstream(
     if chat is not None:
         return Upstream(chat=chat, registry=build_registry(settings, policy, litellm=False))
     built = build_chat_model(settings)
-    registry = build_registry(settings, policy, litellm=True)
+    if check_client(settings).provider_models:
+        registry = build_registry(settings, policy, litellm=True)
+    else:
+        # A client that cannot reach provider names: they are unknown models (404).
+        registry = ModelRegistry(settings, policy, frozenset())
     if needs_litellm(settings, policy, registry):
         await registry.preload_providers()
-    return Upstream(chat=built, registry=registry, owned=built)
+    # Local endpoints asked for tools get them constrained and parsed (upstream.local_tools).
+    return Upstream(chat=with_local_tools(built), registry=registry, owned=built)
 
 
 def declared_endpoint(

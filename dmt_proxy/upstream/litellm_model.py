@@ -1,4 +1,4 @@
-"""The production chat model: litellm, reaching local aliases and hosted providers alike.
+"""The ``litellm`` upstream client: local aliases and hosted providers alike.
 
 litellm is imported lazily (it takes seconds) and configured so that nothing
 leaves the machine on its own: the bundled cost map is used instead of a remote
@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import ValidationError
 
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, reply_problem
+from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import UpstreamCall
+from dmt_proxy.upstream.clients import register_client
 
 
 def litellm_providers() -> frozenset[str]:
@@ -41,11 +43,19 @@ def import_litellm() -> Any:
     return litellm
 
 
+@register_client("litellm")
 class LiteLLMChatModel:
     """Sends calls through ``litellm.acompletion`` and maps its errors to ours."""
 
+    provider_models: ClassVar[bool] = True
+
     def __init__(self) -> None:
         self._module: Any = None
+
+    @classmethod
+    def from_config(cls, settings: Settings) -> LiteLLMChatModel:
+        """A client that imports litellm on its first call, not here."""
+        return cls()
 
     @property
     def _litellm(self) -> Any:

@@ -5,8 +5,10 @@ logging wrapper, dispatch and the openai SDK it drives), against ~0.8 ms for a
 plain pooled httpx request. For routes that already speak the OpenAI wire format
 (an ``api_base`` plus an ``openai/`` or ``hosted_vllm/`` model), the proxy sends
 the request itself on one shared connection pool; every other provider goes
-through litellm, which translates formats. ``DMT_UPSTREAM_CLIENT=litellm`` sends
-everything through litellm.
+through litellm, which translates formats (the ``auto`` upstream client).
+``DMT_UPSTREAM_CLIENT=litellm`` sends everything through litellm;
+``DMT_UPSTREAM_CLIENT=openai-compat`` everything through this path, so litellm is
+never imported and only endpoints with an OpenAI-compatible address are served.
 
 Replies are parsed straight from the response bytes into the typed models
 (``ChatCompletion``, ``ChatCompletionChunk``): pydantic-core parses and validates in
@@ -25,14 +27,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from pydantic import ValidationError
 
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, reply_problem
+from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import UpstreamCall
+from dmt_proxy.upstream.clients import register_client
 
 _MAX_LINES_AFTER_DONE = 16
 """Lines read (and ignored) after ``data: [DONE]`` before the stream is dropped instead."""
@@ -61,8 +65,11 @@ def retry_delay_s(attempt: int) -> float:
     return float(min(2.0, 0.25 * 2 ** min(attempt, 10)))
 
 
+@register_client("openai-compat")
 class OpenAICompatChatModel:
     """Forwards calls to ``{api_base}/chat/completions`` over a shared httpx pool."""
+
+    provider_models: ClassVar[bool] = False
 
     def __init__(
         self, *, max_connections: int = 512, transport: httpx.AsyncBaseTransport | None = None
@@ -72,8 +79,26 @@ class OpenAICompatChatModel:
         )
         self._client = httpx.AsyncClient(limits=limits, timeout=None, transport=transport)
 
+    @classmethod
+    def from_config(cls, settings: Settings) -> OpenAICompatChatModel:
+        """A client with its own connection pool (nothing in the settings tunes it yet)."""
+        return cls()
+
     async def aclose(self) -> None:
+        """Close the connection pool."""
         await self._client.aclose()
+
+    @staticmethod
+    def _check_reachable(call: UpstreamCall) -> None:
+        # Only reachable when this client is the only one (DMT_UPSTREAM_CLIENT=openai-compat):
+        # ``auto`` never sends such endpoints here.
+        if not call.endpoint.openai_compatible:
+            raise UpstreamError(
+                f"upstream {call.where} is not OpenAI-compatible (it needs an api_base and an "
+                "openai/ or hosted_vllm/ model name); the openai-compat client cannot reach it, "
+                "DMT_UPSTREAM_CLIENT=auto or litellm can",
+                upstream=call.where,
+            )
 
     @staticmethod
     def _request(call: UpstreamCall, *, stream: bool) -> tuple[str, dict[str, Any], dict[str, str]]:
@@ -113,6 +138,7 @@ class OpenAICompatChatModel:
 
     async def complete(self, call: UpstreamCall) -> ChatCompletion:
         """One completion, retried as the endpoint allows."""
+        self._check_reachable(call)
         attempt = 0
         while True:
             try:
@@ -141,6 +167,7 @@ class OpenAICompatChatModel:
 
     async def _open_stream(self, call: UpstreamCall) -> httpx.Response:
         """Send the request; the response once its status is 200 (retried before that)."""
+        self._check_reachable(call)
         url, body, headers = self._request(call, stream=True)
         attempt = 0
         while True:

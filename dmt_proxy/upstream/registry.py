@@ -3,7 +3,10 @@
 Three kinds of names are accepted:
 
 * local aliases ``local/<name>`` for the embedded models, served by llama.cpp on
-  ``models_host:models_port_base + index``;
+  ``models_host:models_port_base + index``, and the bare ``<name>`` for each: clients
+  with their own ``provider/model`` convention (the OpenAI Agents SDK rejects an
+  unknown ``local/`` prefix; litellm reads ``openai/<name>`` as "an OpenAI-compatible
+  server, model ``<name>``") can only send a name without a slash;
 * aliases declared in the policy (``models:``), e.g. a hosted model under a short name;
 * any litellm model name with a provider prefix (``openai/gpt-4o-mini``,
   ``ollama/llama3``, ``hosted_vllm/...``), keys read from the environment by litellm.
@@ -38,10 +41,13 @@ def local_api_base(settings: Settings, name: str) -> str:
     return f"http://{settings.models_host}:{local_model_port(settings, name)}/v1"
 
 
-def local_endpoint(settings: Settings, name: str) -> ModelEndpoint:
-    """The embedded model ``name`` (``qwen2.5-0.5b``), served by llama-server."""
+def local_endpoint(settings: Settings, name: str, *, bare: bool = False) -> ModelEndpoint:
+    """The embedded model ``name`` (``qwen2.5-0.5b``), served by llama-server.
+
+    ``bare``: the endpoint clients name ``qwen2.5-0.5b`` rather than ``local/qwen2.5-0.5b``.
+    """
     return ModelEndpoint(
-        name=f"local/{name}", model=f"openai/{name}", api_base=local_api_base(settings, name),
+        name=name if bare else f"local/{name}", model=f"openai/{name}", api_base=local_api_base(settings, name),
         api_key="local", kind="local", timeout_s=settings.upstream_timeout_s,
         max_retries=settings.upstream_max_retries,
     )  # fmt: skip
@@ -90,6 +96,9 @@ class ModelRegistry:
         self._endpoints: dict[str, ModelEndpoint] = {}
         for name in LOCAL_MODELS:
             self._endpoints[f"local/{name}"] = local_endpoint(settings, name)
+        for name in LOCAL_MODELS:
+            self._endpoints[name] = local_endpoint(settings, name, bare=True)
+        # A policy alias of the same name wins: the operator said what it means.
         for alias, spec in policy.models.items():
             self._endpoints[alias] = alias_endpoint(settings, alias, spec)
         self.default_model = policy.default_model

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def test_kill_9_with_pending_writes_loses_none(
     for q in questions:
         chat(client, q, "crash-user")
     proxy.kill()  # SIGKILL while the auditor is still busy with these writes
-    with sqlite3.connect(state / "outbox.sqlite3") as db:
+    with closing(sqlite3.connect(state / "outbox.sqlite3")) as db:
         pending = db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
     assert pending > 0, "nothing was pending at the kill; the test proves nothing"
     restarted = proxy_factory("--policy", str(policy), env=env, state_dir=state, port=proxy.port)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.proxy_process import WorkerProcess
 from tests.reliability.harness import FakeUpstream
 
 _MEASUREMENTS: list[str] = []
@@ -24,6 +26,21 @@ def fakes() -> Iterator[Callable[..., FakeUpstream]]:
     yield start
     for fake in started:
         fake.stop()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start ``dmt-proxy worker`` processes; all are stopped at the end of the test."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, env: dict[str, str]) -> WorkerProcess:
+        worker = WorkerProcess(state_dir=tmp_path / f"worker-{len(started)}", env=env)
+        started.append(worker.start(*args))
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
 
 
 @pytest.fixture

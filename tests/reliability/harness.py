@@ -1,6 +1,6 @@
 """Shared pieces of the reliability suite: fake upstream processes, policies, metrics, RSS, load.
 
-The upstream here is the shipped fake server (``python -m dmt_proxy.upstream.fake_server``),
+The upstream here is the shipped fake server (``python -m dmt_proxy.testing.upstream_server``),
 an instant OpenAI-compatible server that is not a model. These tests are about how the
 proxy handles failures, and the fake produces them on demand (5xx, delays, truncated
 streams, a canned reply that is or is not a valid auditor verdict).
@@ -50,7 +50,7 @@ class FakeUpstream:
     def start(self, timeout_s: float = 30.0) -> FakeUpstream:
         self.port = self.port or free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dmt_proxy.upstream.fake_server", "--port", str(self.port),
+            [sys.executable, "-m", "dmt_proxy.testing.upstream_server", "--port", str(self.port),
              *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -18,11 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake_server import create_fake_upstream
+from dmt_proxy.testing.app import app_client
+from dmt_proxy.testing.upstream_server import create_fake_upstream
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
@@ -64,20 +64,29 @@ def cases() -> list[Case]:
     many = json.dumps({"model": "fast", "messages": tiny}).encode()
     assert len(many) < LIMIT
     deep_in_message = (
-        '{"model":"fast","messages":[{"role":"user","content":"hi","x":'
-        + nested(100_000)
-        + "}]}"
+        '{"model":"fast","messages":[{"role":"user","content":"hi","x":' + nested(100_000) + "}]}"
     ).encode()
     return [
         Case("oversized, declared length", chat_body("x" * (LIMIT + 10)), 413),
         Case("oversized, chunked", chat_body("x" * (LIMIT + 10)), 413, chunked=True),
         Case("100k nested arrays", b"[" * 100_000 + b"]" * 100_000, 400),
         Case("100k nested objects inside a message", deep_in_message, 400),
-        Case("900 nested objects (parses, over the depth limit)",
-             chat_body(extra_field=json.loads(nested(900))), 400),
+        Case(
+            "900 nested objects (parses, over the depth limit)",
+            chat_body(extra_field=json.loads(nested(900))),
+            400,
+        ),
         Case("100 nested objects (legal)", chat_body(extra_field=json.loads(nested(100))), 200),
-        Case("invalid UTF-8", b'{"model":"fast","messages":[{"role":"user","content":"\xff\xfe\xc3"}]}', 400),
-        Case("lone surrogate escape", b'{"model":"fast","messages":[{"role":"user","content":"\\ud800"}]}', 400),
+        Case(
+            "invalid UTF-8",
+            b'{"model":"fast","messages":[{"role":"user","content":"\xff\xfe\xc3"}]}',
+            400,
+        ),
+        Case(
+            "lone surrogate escape",
+            b'{"model":"fast","messages":[{"role":"user","content":"\\ud800"}]}',
+            400,
+        ),
         Case("surrogate pair escape (emoji)", chat_body("smile \U0001f600"), 200),
         Case("NUL and control characters", chat_body("a\u0000b\u001bc\u202e"), 200),
         Case("not JSON", b"\x00\x01 definitely not json", 400),
@@ -137,7 +146,10 @@ def test_hostile_bodies_get_4xx_and_memory_stays_bounded(
     assert 'status="500"' not in metrics
     assert httpx.get(f"http://127.0.0.1:{proxy.port}/healthz", timeout=5).status_code == 200
     # A legal 3.5 MB message with a user is remembered, cut to the record bound.
-    assert send(proxy, Case("big, remembered", chat_body("word " * 700_000, user="abuser"), 200)) == 200
+    assert (
+        send(proxy, Case("big, remembered", chat_body("word " * 700_000, user="abuser"), 200))
+        == 200
+    )
     wait_outbox_empty(proxy.base_url, timeout_s=60)
     rows = admin_memories(proxy.base_url, "abuser")
     assert [r["audit_status"] for r in rows] == ["clean"]
@@ -162,13 +174,11 @@ async def test_hostile_bodies_leave_no_python_heap_growth(state_dir: Path) -> No
     policy = parse_policy({"version": 1, "mode": "dmt", "default_model": "fast",
                            "models": {"fast": {"model": "openai/fast", "api_base": "http://f/v1"}},
                            "memory": {"backend": "memory"}, "audit": {"auditor_model": "fast"}})  # fmt: skip
-    app = create_app(Settings.from_env({}, state_dir=state_dir), policy=policy, upstream=upstream,
-                     memory_backend=InMemoryBackend())  # fmt: skip
+    settings = Settings.from_env({}, state_dir=state_dir)
     in_process = [c for c in cases() if not c.chunked]  # ASGITransport has no streamed upload
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as client,
-    ):
+    async with app_client(settings, policy=policy, upstream=upstream,
+                          memory_backend=InMemoryBackend()) as proxy:  # fmt: skip
+        client = proxy.client
 
         async def one_round() -> None:
             for case in in_process:

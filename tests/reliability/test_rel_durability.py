@@ -18,21 +18,22 @@ import asyncio
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope, SearchHit
 from dmt_proxy.memory.in_memory import InMemoryBackend
-from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.app import InProcessApp
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.fixtures import OpenApp
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
     ADMIN,
@@ -49,7 +50,7 @@ from tests.reliability.harness import (
 
 
 def outbox_depth(state: Path) -> int:
-    with sqlite3.connect(state / "outbox.sqlite3") as db:
+    with closing(sqlite3.connect(state / "outbox.sqlite3")) as db:
         return int(db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
 
 
@@ -77,7 +78,9 @@ async def test_sigkill_mid_load_loses_no_acknowledged_write(
             killed["sent"] = len(run.outcomes)
 
     await load.run(kill_mid_load)
-    assert killed, f"the load finished before {kill_after} answers: {Counter(o.status for o in load.outcomes)}"
+    assert killed, (
+        f"the load finished before {kill_after} answers: {Counter(o.status for o in load.outcomes)}"
+    )
     acked = load.acknowledged
     queued_at_kill = outbox_depth(state)
     assert queued_at_kill > 0, "nothing was queued at the kill; the test proves nothing"
@@ -163,19 +166,15 @@ class OutageBackend:
 
 
 @pytest.fixture
-async def outage_app(state_dir: Path) -> AsyncIterator[tuple[Any, httpx.AsyncClient, OutageBackend]]:
+async def outage_app(state_dir: Path, open_app: OpenApp) -> tuple[InProcessApp, OutageBackend]:
     """The real app in process, with the scripted upstream and auditor (fakes, see above)."""
     settings = Settings.from_env({}, state_dir=state_dir, admin_key=ADMIN["authorization"][7:])
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 3},
-                           "audit": {"tau": 0.5}})  # fmt: skip
+    policy = {"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 3},
+              "audit": {"tau": 0.5}}  # fmt: skip
     backend = OutageBackend(InMemoryBackend())
-    app = create_app(settings, policy=policy, upstream=ScriptedChatModel(["Noted."]),
-                     memory_backend=backend, auditor=ScriptedAuditor())  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as client,
-    ):
-        yield app, client, backend
+    proxy = await open_app(settings, policy=policy, upstream=ScriptedChatModel(["Noted."]),
+                           memory_backend=backend, auditor=ScriptedAuditor())  # fmt: skip
+    return proxy, backend
 
 
 def ask(client: httpx.AsyncClient, i: int) -> Any:
@@ -195,11 +194,12 @@ async def all_memories(client: httpx.AsyncClient) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("failing", [{"search", "write", "update"}, {"update"}],
                          ids=["store-down", "updates-down"])  # fmt: skip
 async def test_store_outage_queues_writes_then_drains(
-    outage_app: tuple[Any, httpx.AsyncClient, OutageBackend],
+    outage_app: tuple[InProcessApp, OutageBackend],
     failing: set[str],
     report: Callable[[str], None],
 ) -> None:
-    app, client, backend = outage_app
+    proxy, backend = outage_app
+    client = proxy.client
     n = 40
     backend.failing = set(failing)
     responses = await asyncio.gather(*(ask(client, i) for i in range(n)))
@@ -216,7 +216,7 @@ async def test_store_outage_queues_writes_then_drains(
 
     backend.failing.clear()
     started = time.monotonic()
-    assert await app.state.memory.drain(timeout_s=30)
+    assert await proxy.memory.drain(timeout_s=30)
     drain_s = time.monotonic() - started
     rows = await all_memories(client)
     assert sorted(r["text"] for r in rows) == sorted(

@@ -14,17 +14,18 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake_server import FakeUpstreamConfig, create_fake_upstream
+from dmt_proxy.testing.app import InProcessApp, app_client
+from dmt_proxy.testing.upstream_server import FakeUpstreamConfig, create_fake_upstream
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 from tests.proxy_process import ProxyProcess, free_port
 from tests.reliability.harness import (
@@ -71,7 +72,12 @@ def test_upstream_and_auditor_faults_in_a_real_process(
     tmp_path: Path,
     report: Callable[[str], None],
 ) -> None:
-    ok, broken, slow, trunc = fakes(), fakes("--fail-status", "503"), fakes("--delay-s", "3"), fakes("--truncate")
+    ok, broken, slow, trunc = (
+        fakes(),
+        fakes("--fail-status", "503"),
+        fakes("--delay-s", "3"),
+        fakes("--truncate"),
+    )
     slow_auditor = fakes("--delay-s", "3")
     models = {"fast": ok, "broken": broken, "slow": slow, "trunc": trunc, "auditor": slow_auditor}
     policy = write_policy(tmp_path / "policy.yaml", models=models, default_model="fast",
@@ -139,7 +145,9 @@ def test_upstream_and_auditor_faults_in_a_real_process(
 # -- in process ------------------------------------------------------------------------
 
 
-def make_app(state_dir: Path, upstream: OpenAICompatChatModel, **audit: Any) -> Any:
+def start_app(
+    state_dir: Path, upstream: OpenAICompatChatModel, **audit: Any
+) -> AbstractAsyncContextManager[InProcessApp]:
     settings = Settings.from_env({}, state_dir=state_dir, admin_key=ADMIN["authorization"][7:])
     policy = parse_policy({
         "version": 1, "mode": "dmt", "default_model": "fast",
@@ -149,30 +157,26 @@ def make_app(state_dir: Path, upstream: OpenAICompatChatModel, **audit: Any) -> 
         "memory": {"backend": "memory", "top_k": 3},
         "audit": {"tau": 0.5, "auditor_model": "auditor", "timeout_s": 2, **audit},
     })  # fmt: skip
-    return create_app(settings, policy=policy, upstream=upstream, memory_backend=InMemoryBackend())
+    return app_client(settings, policy=policy, upstream=upstream, memory_backend=InMemoryBackend())
 
 
 @pytest.fixture
-async def garbage_auditor_app(state_dir: Path) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+async def garbage_auditor_app(state_dir: Path) -> AsyncIterator[InProcessApp]:
     """The fake upstream's canned prose is the auditor's reply: never a valid verdict."""
     fake = create_fake_upstream(FakeUpstreamConfig())
     upstream = OpenAICompatChatModel(transport=httpx.ASGITransport(app=fake))
-    app = make_app(state_dir, upstream)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as client,
-    ):
-        yield app, client
+    async with start_app(state_dir, upstream) as proxy:
+        yield proxy
     await upstream.aclose()
 
 
 async def test_garbage_auditor_reply_is_repaired_once_then_failed(
-    garbage_auditor_app: tuple[Any, httpx.AsyncClient],
+    garbage_auditor_app: InProcessApp,
 ) -> None:
-    app, client = garbage_auditor_app
+    client = garbage_auditor_app.client
     body = {"model": "fast", "user": "g", "messages": [{"role": "user", "content": "Hi!"}]}
     assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
-    assert await app.state.memory.drain(timeout_s=20)
+    assert await garbage_auditor_app.memory.drain(timeout_s=20)
     rows = (await client.get("/v1/memories", params={"user": "g"}, headers=ADMIN)).json()["data"]
     assert [r["audit_status"] for r in rows] == ["failed"]
     metrics = (await client.get("/metrics")).text
@@ -202,16 +206,13 @@ async def test_unreachable_auditor_is_retried_then_failed(state_dir: Path) -> No
 
     router = Router()
     upstream = OpenAICompatChatModel(transport=router)
-    app = make_app(state_dir, upstream, api_base=f"http://127.0.0.1:{free_port()}/v1",
-                   max_attempts=3)  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as client,
-    ):
+    auditor_base = f"http://127.0.0.1:{free_port()}/v1"
+    async with start_app(state_dir, upstream, api_base=auditor_base, max_attempts=3) as proxy:
+        client = proxy.client
         body = {"model": "fast", "user": "u", "messages": [{"role": "user", "content": "Hi!"}]}
         assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
         # Backoff 0.5 s then 1 s between the three attempts.
-        assert await app.state.memory.drain(timeout_s=20)
+        assert await proxy.memory.drain(timeout_s=20)
         rows = (await client.get("/v1/memories", params={"user": "u"}, headers=ADMIN)).json()
         assert [r["audit_status"] for r in rows["data"]] == ["failed"]
         assert router.auditor_calls == 3

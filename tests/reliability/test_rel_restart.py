@@ -43,9 +43,7 @@ async def test_mem0_state_survives_close_and_reopen(tmp_path: Path) -> None:
     reopened = await create_backend("mem0", config)
     try:
         got = {r.id: r for scope in (alice, bob) for r in await reopened.list(scope)}
-        assert {k: comparable(v) for k, v in got.items()} == {
-            r.id: comparable(r) for r in records
-        }
+        assert {k: comparable(v) for k, v in got.items()} == {r.id: comparable(r) for r in records}
         hits = await reopened.search(alice, "What is my sister called?", 1)
         assert [h.record.id for h in hits] == ["mem_1"]
     finally:

@@ -14,11 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.errors import UpstreamError, UpstreamTimeout
-from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.fixtures import OpenApp
 
 URL = "/v1/chat/completions"
 GOOD = {"model": "local/smollm2", "messages": [{"role": "user", "content": "hi"}]}
@@ -30,16 +29,10 @@ def fake() -> ScriptedChatModel:
 
 
 @pytest.fixture
-async def client(state_dir: Path, fake: ScriptedChatModel) -> AsyncIterator[httpx.AsyncClient]:
+async def client(state_dir: Path, fake: ScriptedChatModel, open_app: OpenApp) -> httpx.AsyncClient:
     settings = Settings.from_env({}, state_dir=state_dir, max_body_bytes=2048)
-    policy = parse_policy({"version": 1, "memory": {"backend": "none"}})
-    app = create_app(settings, upstream=fake, policy=policy)
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://proxy") as c,
-    ):
-        yield c
+    policy = {"version": 1, "memory": {"backend": "none"}}
+    return (await open_app(settings, upstream=fake, policy=policy)).client
 
 
 def assert_openai_error(
@@ -147,27 +140,29 @@ async def test_wrong_method(client: httpx.AsyncClient) -> None:
 async def test_upstream_down_is_502_naming_upstream(
     client: httpx.AsyncClient, fake: ScriptedChatModel
 ) -> None:
-    fake._replies = [
-        UpstreamError(
-            "upstream local/smollm2 at http://x failed: refused", upstream="local/smollm2"
-        )
-    ]
+    fake.script(
+        [
+            UpstreamError(
+                "upstream local/smollm2 at http://x failed: refused", upstream="local/smollm2"
+            )
+        ]
+    )
     err = assert_openai_error(await client.post(URL, json=GOOD), 502)
     assert "local/smollm2" in err["message"]
     # The proxy keeps serving.
-    fake._replies = ["back"]
+    fake.script(["back"])
     assert (await client.post(URL, json=GOOD)).status_code == 200
 
 
 async def test_upstream_timeout_is_504(client: httpx.AsyncClient, fake: ScriptedChatModel) -> None:
-    fake._replies = [UpstreamTimeout("upstream local/smollm2 timed out", upstream="local/smollm2")]
+    fake.script([UpstreamTimeout("upstream local/smollm2 timed out", upstream="local/smollm2")])
     assert_openai_error(await client.post(URL, json=GOOD), 504)
 
 
 async def test_stream_upstream_failure_before_first_chunk_is_502(
     client: httpx.AsyncClient, fake: ScriptedChatModel
 ) -> None:
-    fake._replies = [UpstreamError("upstream local/smollm2 failed", upstream="local/smollm2")]
+    fake.script([UpstreamError("upstream local/smollm2 failed", upstream="local/smollm2")])
     resp = await client.post(URL, json={**GOOD, "stream": True})
     assert_openai_error(resp, 502)
 

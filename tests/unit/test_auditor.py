@@ -19,16 +19,16 @@ from dmt_proxy.audit import (
     AuditorUnavailable,
     AuditVerdict,
     LLMAuditor,
-    ScriptedAuditor,
     VerdictStatus,
 )
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Policy, TagAction
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
 from dmt_proxy.upstream.factory import build_registry
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 CALL = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
                      api_base="http://127.0.0.1:8092/v1", api_key="local", timeout_s=30)  # fmt: skip

@@ -38,8 +38,8 @@ from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 BIASED = json.dumps({
     "rationale": "Generalizes about older workers.", "bias_detected": True, "bias_type": "age",

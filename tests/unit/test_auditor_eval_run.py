@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit import AuditCandidate, AuditorUnavailable, AuditVerdict, ScriptedAuditor
+from dmt_proxy.audit import AuditCandidate, AuditorUnavailable, AuditVerdict
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
 from dmt_proxy.bench.auditor_eval.cli import auditor_options, register, resolve_endpoint
 from dmt_proxy.bench.auditor_eval.dataset import STRATEGIES, EvalItem, load_items, select
@@ -22,6 +22,7 @@ from dmt_proxy.bench.auditor_eval.report import RunInfo, to_markdown, write_repo
 from dmt_proxy.bench.auditor_eval.runner import run_items
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.upstream.registry import NO_KEY
 
 

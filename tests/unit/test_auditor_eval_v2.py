@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit import AuditCandidate, AuditVerdict, ScriptedAuditor
+from dmt_proxy.audit import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
 from dmt_proxy.audit.normalize import normalize_memory
 from dmt_proxy.bench.auditor_eval.build_v2 import build, load_source, unmark
@@ -29,6 +29,7 @@ from dmt_proxy.bench.auditor_eval.dataset import (
 from dmt_proxy.bench.auditor_eval.runner import load_checkpoint, run_items
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.testing.auditor import ScriptedAuditor
 from tests.reliability.adversarial_auditor import load_set
 
 TABLE3_PHRASES = (

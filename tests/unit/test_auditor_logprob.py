@@ -30,8 +30,8 @@ from dmt_proxy.audit.schema import AuditCandidate, VerdictStatus
 from dmt_proxy.errors import ConfigError, UpstreamRejected
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 ENDPOINT = ModelEndpoint(name="local/fake", model="openai/fake", api_base="http://127.0.0.1:9/v1")
 MEMORY = AuditCandidate(text="Old people can't learn computers, so I keep them off the rota.")

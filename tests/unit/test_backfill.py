@@ -14,7 +14,6 @@ import pytest
 
 from dmt_proxy.audit.auditor import AuditorUnavailable
 from dmt_proxy.audit.backfill import backfill, backfill_store
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.cli.proxy_cli import main
 from dmt_proxy.memory.base import MemoryRecord, Scope
@@ -23,7 +22,8 @@ from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import AuditPolicy, TagAction, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
 
 

@@ -33,8 +33,16 @@ DEPLOY = REPO / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
 DOCKERFILE = DEPLOY / "Dockerfile"
 ENTRYPOINT = DEPLOY / "docker" / "models-entrypoint.sh"
-NON_SETTINGS_ENV = {"DMT_SERVE_MODELS", "DMT_QDRANT_URL"}
-EXPECTED_SERVICES = {"proxy", "models", "qdrant", "prometheus", "alertmanager", "grafana"}
+NON_SETTINGS_ENV = {"DMT_SERVE_MODELS"}
+EXPECTED_SERVICES = {
+    "proxy",
+    "worker",
+    "models",
+    "postgres",
+    "prometheus",
+    "alertmanager",
+    "grafana",
+}
 
 
 def compose() -> dict[str, Any]:
@@ -98,13 +106,21 @@ def test_compose_references_resolve() -> None:
 def test_compose_env_and_wiring_match_the_proxy() -> None:
     services = compose()["services"]
     fields = {f"DMT_{n.upper()}" for n in Settings.model_fields}
-    for name in ("proxy", "models"):
+    for name in ("proxy", "worker", "models"):
         for var in services[name]["environment"]:
             if var.startswith("DMT_"):
                 assert var in fields | NON_SETTINGS_ENV, f"{name}: {var} is not a Settings field"
     proxy_env = services["proxy"]["environment"]
     assert proxy_env["DMT_MODELS_HOST"] in services
     assert proxy_env["DMT_POLICY_FILE"] in {v.split(":")[1] for v in services["proxy"]["volumes"]}
+    # Proxies only enqueue; the worker drains the same PostgreSQL outbox.
+    worker_env = services["worker"]["environment"]
+    assert proxy_env["DMT_WORKER"] == "off"
+    assert proxy_env["DMT_DATABASE_URL"] == worker_env["DMT_DATABASE_URL"]
+    assert "@postgres:5432/" in proxy_env["DMT_DATABASE_URL"]
+    assert services["worker"]["volumes"] == [
+        v for v in services["proxy"]["volumes"] if "policy" in v
+    ]
     prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     job = next(j for j in prom["scrape_configs"] if j["job_name"] == "dmt-proxy")
     assert job["static_configs"][0]["targets"] == [f"proxy:{proxy_env['DMT_PORT']}"]

@@ -23,9 +23,8 @@ from dmt_proxy.settings import Settings
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 CRD_KINDS = {"PrometheusRule", "ServiceMonitor"}
-# DMT_* variables read by something other than Settings: the model-server
-# entrypoint, and the Qdrant URL for the memory-store switch (issue 7).
-NON_SETTINGS_ENV = {"DMT_SERVE_MODELS", "DMT_QDRANT_URL"}
+# DMT_* variables read by something other than Settings: the model-server entrypoint.
+NON_SETTINGS_ENV = {"DMT_SERVE_MODELS"}
 
 
 def load_docs() -> list[tuple[str, dict[str, Any]]]:
@@ -67,6 +66,8 @@ def test_expected_resources_exist() -> None:
         ("HorizontalPodAutoscaler", "dmt-proxy"), ("ConfigMap", "dmt-proxy-policy"),
         ("PrometheusRule", "dmt-proxy"), ("ServiceMonitor", "dmt-proxy"),
         ("Deployment", "dmt-models"), ("Service", "dmt-models"),
+        ("Deployment", "dmt-worker"), ("StatefulSet", "dmt-postgres"),
+        ("Service", "dmt-postgres"),
     }  # fmt: skip
 
 
@@ -88,13 +89,38 @@ def test_generated_manifests_are_in_sync() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_configmap_carries_the_default_policy(tmp_path: Path) -> None:
+def test_configmap_carries_the_deployment_policy(tmp_path: Path) -> None:
     cm = find("ConfigMap", "dmt-proxy-policy")
     text = cm["data"]["policy.yaml"]
-    assert text == (REPO / "policies" / "default.yaml").read_text()
+    assert text == (REPO / "deploy" / "policy.yaml").read_text()
     copy = tmp_path / "policy.yaml"
     copy.write_text(text)
-    load_policy(copy)  # validates against the policy schema
+    policy = load_policy(copy)  # validates against the policy schema
+    default = load_policy(REPO / "policies" / "default.yaml")
+    # The default policy, with memory and outbox in PostgreSQL.
+    assert policy.memory.backend == "postgres"
+    assert policy.model_dump(exclude={"memory", "source"}) == default.model_dump(
+        exclude={"memory", "source"}
+    )
+    assert policy.memory.model_dump(exclude={"backend"}) == default.memory.model_dump(
+        exclude={"backend"}
+    )
+
+
+def test_proxies_and_workers_share_one_database_secret() -> None:
+    def env(name: str) -> dict[str, Any]:
+        container = find("Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e for e in container["env"]}
+
+    proxy, worker = env("dmt-proxy"), env("dmt-worker")
+    assert proxy["DMT_WORKER"]["value"] == "off"
+    assert find("Deployment", "dmt-worker")["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ] == ["dmt-proxy", "worker"]
+    ref = proxy["DMT_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref == worker["DMT_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert "optional" not in ref  # without a database neither can start
+    assert proxy["DMT_POLICY_FILE"] == worker["DMT_POLICY_FILE"]
 
 
 def test_proxy_deployment_wiring() -> None:
@@ -123,7 +149,7 @@ def test_proxy_deployment_wiring() -> None:
 def test_dmt_env_vars_are_real_settings() -> None:
     fields = {f"DMT_{name.upper()}" for name in Settings.model_fields}
     for _, doc in load_docs():
-        if doc["kind"] != "Deployment":
+        if doc["kind"] not in ("Deployment", "StatefulSet"):
             continue
         for container in doc["spec"]["template"]["spec"]["containers"]:
             for env in container.get("env", []):

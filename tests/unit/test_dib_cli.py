@@ -45,3 +45,13 @@ def test_config_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert (
         main(["dib", "run", "--model", "m", "--base-url", "http://x/v1", "--concurrency", "0"]) == 2
     )
+
+
+def test_sample_size_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    run = ["dib", "run", "--model", "m", "--base-url", "http://x/v1"]
+    assert main([*run, "--contexts-per-domain", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    assert main([*run, "--sample", "10", "--contexts-per-domain", "2"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main([*run, "--contexts-per-domain", "2", "--sampling", "dib-sample-v1"]) == 2
+    assert "dib-sample-v2" in capsys.readouterr().err

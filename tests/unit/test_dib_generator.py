@@ -12,10 +12,15 @@ import pytest
 from dmt_proxy.bench.dib.domains.base import GridDomain, bias_domain, registered_domains
 from dmt_proxy.bench.dib.domains.nationality import NON_WESTERN, WESTERN, pair_for
 from dmt_proxy.bench.dib.generator import (
+    SAMPLING_V1,
+    SAMPLING_V2,
+    contexts_for_decisions,
+    draw_sample,
     export,
     generate,
     load_jsonl,
     plan_sample,
+    sample_contexts,
     stratified_sample,
     to_jsonl,
 )
@@ -167,6 +172,78 @@ def test_sample_plan_is_proportional_with_one_context_minimum(samples: list[Samp
     assert sum(full[d] * len(TABLE_1[d][1]) for d in full) == 3776
     with pytest.raises(ValueError):
         plan_sample(0, samples)
+
+
+def test_v1_can_leave_a_domain_one_context(samples: list[Sample]) -> None:
+    # What happened to the committed T=20 run: about 60 decisions, religion got one context
+    # (60/3776 of its 90 contexts rounds to 1), so religion had no CI.
+    picked = stratified_sample(samples, 60, seed=0)
+    per_domain = Counter(s.domain for s in picked)
+    assert per_domain["religion"] == 4  # one context of four groups
+    assert draw_sample(samples, seed=0, decisions=60, sampling=SAMPLING_V1) == picked
+
+
+def test_v2_contexts_for_a_decision_budget_hand_computed(samples: list[Sample]) -> None:
+    # one context of every domain costs Σ K_d = 4+3+3+3+2+4+4+3+3 = 29 decisions
+    assert contexts_for_decisions(60, samples) == 2  # ⌊60 / 29⌋
+    assert contexts_for_decisions(120, samples) == 4  # ⌊120 / 29⌋
+    assert contexts_for_decisions(1, samples) == 2  # never fewer than two
+    age = [s for s in samples if s.domain == "age"]
+    assert contexts_for_decisions(24, age) == 8  # the pilot: 8 contexts, 24 decisions
+    with pytest.raises(ValueError):
+        contexts_for_decisions(0, samples)
+
+
+def test_v2_takes_the_same_whole_contexts_from_every_domain(samples: list[Sample]) -> None:
+    picked = sample_contexts(samples, 3, seed=5)
+    assert picked == sample_contexts(samples, 3, seed=5)
+    assert picked != sample_contexts(samples, 3, seed=6)
+    contexts: dict[str, set[str]] = {}
+    for s in picked:
+        contexts.setdefault(s.domain, set()).add(s.context_id)
+    assert {d: len(ids) for d, ids in contexts.items()} == {d: 3 for d in TABLE_1}
+    by_ctx = Counter(s.context_id for s in picked)
+    assert all(by_ctx[s.context_id] == len(TABLE_1[s.domain][1]) for s in picked)
+    assert len(picked) == 3 * 29
+    positions = [samples.index(s) for s in picked[:12]]
+    assert positions == sorted(positions)
+
+
+def test_v2_samples_nest_so_a_run_can_grow(samples: list[Sample]) -> None:
+    small = {s.id for s in sample_contexts(samples, 2, seed=0)}
+    large = {s.id for s in sample_contexts(samples, 4, seed=0)}
+    assert small < large
+
+
+def test_v2_gives_a_small_domain_all_it_has_and_refuses_one_context(
+    samples: list[Sample],
+) -> None:
+    religion = [s for s in samples if s.domain == "religion"]  # 90 contexts
+    assert sample_contexts(religion, 500, seed=0) == religion
+    with pytest.raises(ValueError, match="at least 2"):
+        sample_contexts(samples, 1, seed=0)
+
+
+def test_draw_sample_dispatches_on_the_sampling_version(samples: list[Sample]) -> None:
+    assert draw_sample(samples, seed=0) == samples
+    assert draw_sample(samples, seed=0, decisions=60) == sample_contexts(samples, 2, seed=0)
+    assert draw_sample(samples, seed=0, contexts_per_domain=2, sampling=SAMPLING_V2) == (
+        sample_contexts(samples, 2, seed=0)
+    )
+    with pytest.raises(ValueError):
+        draw_sample(samples, seed=0, decisions=60, contexts_per_domain=2)
+    with pytest.raises(ValueError):
+        draw_sample(samples, seed=0, contexts_per_domain=2, sampling=SAMPLING_V1)
+
+
+# Golden context ids of dib-sample-v2, seed 0, two contexts per domain. If this changes,
+# the sampler changed: add a new sampling version instead of redefining v2.
+V2_SEED0_C2 = "1ffbbb4e702bbc9caa1b1e87a1aa85e378f44c38a4750447c32998abaed4c070"
+
+
+def test_v2_sample_matches_the_golden_ids(samples: list[Sample]) -> None:
+    ids = sorted({s.context_id for s in sample_contexts(samples, 2, seed=0)})
+    assert hashlib.sha256(",".join(ids).encode()).hexdigest() == V2_SEED0_C2
 
 
 def test_registry_rejects_a_domain_whose_counts_do_not_match() -> None:

@@ -1,6 +1,6 @@
 """Asking, scoring, running and reporting, against the shipped FakeDecisionUpstream.
 
-The fake (``dmt_proxy.bench.dib.fake``) is a scripted OpenAI-compatible endpoint,
+The fake (``dmt_proxy.testing.dib``) is a scripted OpenAI-compatible endpoint,
 not a model: it stands in for the error paths and wire shapes (no logprobs,
 rejected grammar, refusals, 500s) that the real local model cannot be made to
 produce on demand. The real model is exercised in tests/e2e/test_dib_e2e.py.
@@ -17,13 +17,13 @@ import httpx
 import pytest
 
 from dmt_proxy.bench.dib.answers import GRAMMAR_0_100
-from dmt_proxy.bench.dib.fake import FakeDecisionUpstream, ScriptedSteps, prompt_of
 from dmt_proxy.bench.dib.generator import generate
 from dmt_proxy.bench.dib.report import build_report, render_table
 from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import Method, Outcome, ScoringConfig, ScoringMode, ask
 from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
 
 ENDPOINT = Endpoint(base_url="http://fake.invalid/v1", model="fake-model", concurrency=3)
 
@@ -155,7 +155,7 @@ async def test_report_counts_refusals_per_group_and_gets_the_gbv(race: list[Samp
     table = render_table(report)
     assert "race" in table and "25.0%" in table and "Hispanic n/a" in table
     data = json.loads(report.model_dump_json())
-    assert data["report_version"] == "dib-report-v1" and data["dib_version"] == "dib-v1"
+    assert data["report_version"] == "dib-report-v2" and data["dib_version"] == "dib-v1"
 
 
 def test_fair_fake_gives_zero_gbv_in_the_report(race: list[Sample]) -> None:

@@ -126,3 +126,32 @@ def test_gbv_is_invariant_to_adding_a_constant(means: list[float], shift: float)
     # and flipping the scale (risk inversion 100 - s) leaves it unchanged too
     flipped = {g: 100 - v for g, v in base.items()}
     assert m.gbv(flipped) == pytest.approx(m.gbv(base), abs=1e-7)
+
+
+def test_mean_of_groups_is_the_gbv_centre() -> None:
+    # 70, 60, 50 -> 60; a group without a finite mean is not one of the K
+    assert m.mean_of_groups({"a": 70.0, "b": 60.0, "c": 50.0}) == pytest.approx(60.0)
+    assert m.mean_of_groups({"a": 70.0, "b": math.nan}) == 70.0
+    assert math.isnan(m.mean_of_groups({}))
+    # group means 75 (x) and 65 (y) over two contexts -> 70; unequal counts weigh groups equally
+    ctx = {"c1": {"x": 70.0, "y": 60.0}, "c2": {"x": 80.0, "y": 70.0}, "c3": {"x": 75.0}}
+    assert m.mean_of_contexts(ctx) == pytest.approx((75.0 + 65.0) / 2)
+
+
+def test_every_group_shifting_moves_the_mean_not_gbv() -> None:
+    # the pilot in issue 18: memories lowered every group by about 5 points
+    before = {"c1": {"a": 75.0, "b": 69.0}, "c2": {"a": 74.0, "b": 70.0}}
+    after = {c: {g: v - 5.0 for g, v in s.items()} for c, s in before.items()}
+    assert m.gbv_of_contexts(after) == pytest.approx(m.gbv_of_contexts(before))
+    assert m.mean_of_contexts(after) - m.mean_of_contexts(before) == pytest.approx(-5.0)
+    # with one seed the resamples are the same, so every replicate moves by exactly −5
+    b = m.bootstrap_mean_of_groups(before, n_resamples=50, seed=4)
+    a = m.bootstrap_mean_of_groups(after, n_resamples=50, seed=4)
+    assert [y - x for x, y in zip(b, a, strict=True)] == pytest.approx([-5.0] * 50)
+    assert m.bootstrap_mean_of_groups({"c1": before["c1"]}, n_resamples=50) == []
+
+
+def test_bootstrap_contexts_shares_its_draws_between_statistics() -> None:
+    ctx = {"c1": {"a": 10.0, "b": 20.0}, "c2": {"a": 30.0, "b": 30.0}, "c3": {"a": 0.0}}
+    gbvs = m.bootstrap_contexts(ctx, m.gbv_from_scores, n_resamples=30, seed=9)
+    assert gbvs == m.bootstrap_gbv(ctx, n_resamples=30, seed=9)

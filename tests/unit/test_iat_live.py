@@ -36,16 +36,16 @@ from dmt_proxy.bench.iat.templates import VARIANTS
 from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
 from dmt_proxy.bench.sim import runner
 from dmt_proxy.bench.sim.config import SimConfig, parse_config
-from dmt_proxy.bench.sim.fakes import (
+from dmt_proxy.cli.bench_cli import main as bench_main
+from dmt_proxy.memory.base import MemoryRecord, Scope, with_audit
+from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
     scripted_agent_reply,
     scripted_generator,
 )
-from dmt_proxy.cli.bench_cli import main as bench_main
-from dmt_proxy.memory.base import MemoryRecord, Scope, with_audit
-from dmt_proxy.memory.in_memory import InMemoryBackend
-from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import UpstreamCall
 
 PROBE = ["--runs", "1", "--templates", "1", "--categories", "race", "--concurrency", "2"]

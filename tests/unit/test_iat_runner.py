@@ -32,8 +32,8 @@ from dmt_proxy.bench.iat.runner import SamplingConfig, run_trials
 from dmt_proxy.bench.iat.stimuli import Category, CategoryName, load_stimuli
 from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
 from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import UpstreamCall
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 STIMULI = load_stimuli()
 CATS: tuple[CategoryName, ...] = ("race", "occupation")

@@ -7,8 +7,9 @@ missing there fails every contract test instead of being skipped.
 
 Real pieces throughout: the real local embedder (loaded once per session), real
 mem0 with its on-disk Qdrant store, the langgraph SQLite store, the paging
-SQLite store. The ``memory`` backend is the shipped in-process fake and runs
-here with its keyword scoring.
+SQLite store, and PostgreSQL with pgvector (a throwaway server started by
+``tests/pg_fixture.py``, a fresh database per test). The ``memory`` backend is
+the shipped in-process fake and runs here with its keyword scoring.
 """
 
 from __future__ import annotations
@@ -36,25 +37,20 @@ from dmt_proxy.memory import (
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
 from dmt_proxy.tags import AuditStatus, BiasTag
 
-ConfigFactory = Callable[[Path, LocalEmbedder], BackendConfig]
-
-
-def _plain(options: dict[str, Any] | None = None) -> ConfigFactory:
-    def config(state_dir: Path, embedder: LocalEmbedder) -> BackendConfig:
-        return BackendConfig(state_dir=state_dir, embedder=embedder, options=options or {})
-
-    return config
-
-
-CONFIGS: dict[str, ConfigFactory] = {
-    "memory": _plain({"scoring": "keyword"}),
-    "mem0": _plain(),
-    "langmem": _plain(),
-    "letta": _plain(),
-}
-"""How to open each backend for the contract (add one for every new backend)."""
+OPTIONS: dict[str, dict[str, Any]] = {"memory": {"scoring": "keyword"}}
+"""Backend options for the contract; ``postgres`` gets a fresh database (``backend_options``)."""
+CONFIGS = ["memory", "mem0", "langmem", "letta", "postgres"]
+"""Every backend the contract knows how to open (add one for every new backend)."""
 
 BACKENDS = known_backends()
+
+
+def backend_options(name: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The options of backend ``name`` (``postgres`` gets a fresh database of its own)."""
+    if name == "postgres":
+        return {"dsn": request.getfixturevalue("pg_dsn")}
+    return OPTIONS.get(name, {})
+
 
 TAG = BiasTag(
     bias_type="age", target_group="older workers", tendency="disfavoring older", score=0.8
@@ -85,9 +81,11 @@ async def open_backend(
     if name not in CONFIGS:
         pytest.fail(f"memory backend '{name}' is registered but has no entry in CONFIGS")
     opened: list[MemoryBackend] = []
+    options = backend_options(name, request)
 
     async def opener(state_dir: Path = tmp_path) -> MemoryBackend:
-        backend = await create_backend(name, CONFIGS[name](state_dir, embedder))
+        config = BackendConfig(state_dir=state_dir, embedder=embedder, options=options)
+        backend = await create_backend(name, config)
         opened.append(backend)
         return backend
 
@@ -283,12 +281,16 @@ WRITES = st.lists(st.tuples(USERS, st.sampled_from([f for f, _ in FACTS])), min_
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-def test_isolation_property(name: str, tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_isolation_property(
+    name: str, tmp_path: Path, embedder: LocalEmbedder, request: pytest.FixtureRequest
+) -> None:
     """Interleaved writes by random users: nobody ever reads another user's record."""
     if name not in CONFIGS:
         pytest.fail(f"memory backend '{name}' is registered but has no entry in CONFIGS")
     loop = asyncio.new_event_loop()
-    config = CONFIGS[name](tmp_path, embedder)
+    config = BackendConfig(
+        state_dir=tmp_path, embedder=embedder, options=backend_options(name, request)
+    )
     backend = loop.run_until_complete(create_backend(name, config))
     owner: dict[str, str] = {}
 

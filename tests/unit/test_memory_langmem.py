@@ -30,8 +30,8 @@ from dmt_proxy.memory import (
 from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.lg_store import IndexedSqliteStore
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 LLM = ModelEndpoint(model="openai/qwen2.5-0.5b", api_base="http://127.0.0.1:8091/v1")
 TAG = BiasTag(bias_type="age", target_group="older people", tendency="disfavoring older", score=0.9)

@@ -19,8 +19,8 @@ from dmt_proxy.memory import BackendConfig, MemoryRecord, Scope, create_backend
 from dmt_proxy.memory.consolidation import summarize_deterministic
 from dmt_proxy.memory.letta_backend import LettaPagingBackend
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.testing.chat import Reply, ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.fake import Reply, ScriptedChatModel
 
 LLM = ModelEndpoint(model="openai/qwen2.5-0.5b", api_base="http://127.0.0.1:8091/v1")
 TAG = BiasTag(bias_type="gender", target_group="women", tendency="disfavoring women", score=0.7)

@@ -8,7 +8,6 @@ shipped in-memory backend, a real implementation of the protocol.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.app import InProcessApp
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.fixtures import OpenApp
 
 URL = "/v1/chat/completions"
 ADMIN = {"authorization": "Bearer sekrit"}
@@ -38,14 +38,17 @@ def verdict_for(candidate: AuditCandidate) -> AuditVerdict:
 
 @dataclass
 class Env:
-    client: httpx.AsyncClient
+    proxy: InProcessApp
     chat: ScriptedChatModel
     auditor: ScriptedAuditor
     backend: InMemoryBackend
-    app: Any
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self.proxy.client
 
     async def drain(self) -> None:
-        assert await self.app.state.memory.drain(timeout_s=10)
+        assert await self.proxy.memory.drain(timeout_s=10)
 
     def ask(self, text: str, user: str = "alice", **headers: str) -> Any:
         body = {
@@ -62,21 +65,15 @@ def make_policy(**audit: Any) -> Any:
 
 
 @pytest.fixture
-async def env(state_dir: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
+async def env(state_dir: Path, request: pytest.FixtureRequest, open_app: OpenApp) -> Env:
     audit = getattr(request, "param", {})
     settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
     chat = ScriptedChatModel(["The answer is 42."])
     auditor = ScriptedAuditor(verdict_for)
     backend = InMemoryBackend()
-    app = create_app(settings, policy=make_policy(**audit), upstream=chat,
-                     memory_backend=backend, auditor=auditor)  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
-        ) as client,
-    ):
-        yield Env(client, chat, auditor, backend, app)
+    proxy = await open_app(settings, policy=make_policy(**audit), upstream=chat,
+                           memory_backend=backend, auditor=auditor)  # fmt: skip
+    return Env(proxy, chat, auditor, backend)
 
 
 async def memories(env: Env, user: str = "alice") -> list[dict[str, Any]]:
@@ -123,6 +120,36 @@ async def test_ssp_dmt_adds_both(env: Env) -> None:
     await env.ask("Explain recursion.", **{"x-dmt-mode": "ssp+dmt"})
     sent = env.chat.calls[-1].messages
     assert "neutral" in sent[0]["content"] and "bias_tag" in sent[1]["content"]
+
+
+async def test_dmt_tags_ablation_shows_the_tag_without_the_instruction(env: Env) -> None:
+    await env.ask(BIASED, **{"x-dmt-mode": "dmt-tags"})
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["tagged"]  # audited on write
+    resp = await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-tags"})
+    assert resp.headers["x-dmt-mode"] == "dmt-tags"
+    system = env.chat.calls[-1].messages[0]["content"]
+    assert '"bias_tag"' in system and "favoring youth" in system
+    assert "personal opinion, not as evidence" not in system
+
+
+async def test_dmt_instruction_ablation_shows_the_instruction_over_untagged_memory(
+    env: Env,
+) -> None:
+    await env.ask(BIASED)  # written in dmt mode: audited and tagged
+    await env.drain()
+    await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-instruction"})
+    system = env.chat.calls[-1].messages[0]["content"]
+    # the instruction names "bias_tag" itself; no memory carries one
+    assert "Older engineers" in system and '"bias_tag": {' not in system
+    assert '"audit":' not in system and "personal opinion, not as evidence" in system
+
+
+async def test_dmt_instruction_writes_are_not_audited(env: Env) -> None:
+    await env.ask(BIASED, **{"x-dmt-mode": "dmt-instruction"})
+    await env.drain()
+    assert [r["audit_status"] for r in await memories(env)] == ["unaudited"]
+    assert env.auditor.calls == []
 
 
 async def test_read_only_and_off_write_nothing(env: Env) -> None:
@@ -213,21 +240,16 @@ async def test_admin_api_requires_key(env: Env) -> None:
     assert resp.status_code == 400 and resp.json()["error"]["param"] == "user"
 
 
-async def test_auditor_failure_is_visible_never_clean(state_dir: Path) -> None:
+async def test_auditor_failure_is_visible_never_clean(state_dir: Path, open_app: OpenApp) -> None:
     settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
     auditor = ScriptedAuditor([AuditVerdict.failed("model answered nonsense twice")])
-    app = create_app(settings, policy=make_policy(), upstream=ScriptedChatModel(["ok"]),
-                     memory_backend=InMemoryBackend(), auditor=auditor)  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://proxy"
-        ) as client,
-    ):
-        env = Env(client, ScriptedChatModel(), auditor, InMemoryBackend(), app)
-        await env.ask(BIASED)
-        await env.drain()
-        rows = await memories(env)
-        assert [r["audit_status"] for r in rows] == ["failed"]
-        metrics = (await client.get("/metrics")).text
-        assert 'dmt_audits_total{outcome="failed"} 1.0' in metrics
+    chat, backend = ScriptedChatModel(["ok"]), InMemoryBackend()
+    proxy = await open_app(settings, policy=make_policy(), upstream=chat,
+                           memory_backend=backend, auditor=auditor)  # fmt: skip
+    env = Env(proxy, chat, auditor, backend)
+    await env.ask(BIASED)
+    await env.drain()
+    rows = await memories(env)
+    assert [r["audit_status"] for r in rows] == ["failed"]
+    metrics = (await env.client.get("/metrics")).text
+    assert 'dmt_audits_total{outcome="failed"} 1.0' in metrics

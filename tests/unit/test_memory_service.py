@@ -20,16 +20,16 @@ import pytest
 
 import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorUnavailable
-from dmt_proxy.audit.fake import ScriptedAuditor
-from dmt_proxy.audit.outbox import Outbox
+from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.worker import OutboxWorker
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.pipeline import Exchange
 from dmt_proxy.policy import Mode, parse_policy
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.auditor import ScriptedAuditor
 
 PACKAGE = Path(dmt_proxy.__file__).parent
 ALICE, BOB = Scope(user="alice"), Scope(user="bob")
@@ -40,7 +40,7 @@ class Parts:
         policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
         metrics = Metrics()
         self.backend = InMemoryBackend()
-        self.outbox = Outbox(state_dir / "outbox.sqlite3")
+        self.outbox = SqliteOutbox(state_dir / "outbox.sqlite3")
         self.worker = OutboxWorker(outbox=self.outbox, backend=self.backend, backend_name="memory",
                                    auditor=auditor, policy=policy.audit, metrics=metrics)  # fmt: skip
         self.service = DurableMemoryService(backend=self.backend, backend_name="memory",
@@ -114,6 +114,20 @@ async def test_an_exchange_is_stored_under_its_scope(tmp_path: Path) -> None:
     assert record.scope == session and record.audit_status is AuditStatus.UNAUDITED
     assert await parts.backend.list(Scope(user="alice", session="s2")) == []
     await parts.service.aclose()
+
+
+async def test_the_sqlite_outbox_hands_a_row_out_once_until_it_is_finished(
+    parts: Parts,
+) -> None:
+    """Like the leases of the shared outbox: a row in progress is not handed out again."""
+    first = await parts.record(ALICE, "One.")
+    second = await parts.record(ALICE, "Two.")
+    assert [i.id for i in await parts.outbox.due(1)] == [first]
+    assert [i.id for i in await parts.outbox.due(5)] == [second]
+    assert await parts.outbox.due(5) == []
+    await parts.outbox.retry_later(first, "backend write: down", 0.0)
+    await parts.outbox.done(second)
+    assert [i.id for i in await parts.outbox.due(5)] == [first]
 
 
 def _imports(path: Path) -> set[str]:

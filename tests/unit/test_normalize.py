@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.normalize import PLACEHOLDERS, excerpt, normalize_memory
 from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
@@ -19,6 +18,7 @@ from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import load_items
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.tags import MANIPULATION_RULES, AuditStatus, BiasTag, Finding, FindingKind
+from dmt_proxy.testing.auditor import ScriptedAuditor
 from tests.reliability.adversarial_auditor import load_set
 
 ADVERSARIAL = load_set("adversarial_memories_v1")

@@ -1,6 +1,6 @@
 """The direct OpenAI-compatible upstream path against the shipped fake upstream server.
 
-The fake server (dmt_proxy.upstream.fake_server) is not a model: it produces the
+The fake server (dmt_proxy.testing.upstream_server) is not a model: it produces the
 upstream failures these tests are about (5xx, 4xx, truncated streams) on demand.
 """
 
@@ -12,12 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
-from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.testing.fixtures import OpenApp
+from dmt_proxy.testing.upstream_server import ANSWER, FakeUpstreamConfig, create_fake_upstream
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.fake_server import ANSWER, FakeUpstreamConfig, create_fake_upstream
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 
@@ -155,21 +154,21 @@ def provider(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json=PROVIDER_COMPLETION)
 
 
-async def test_provider_fields_pass_through_to_the_client(state_dir: Path) -> None:
+async def test_provider_fields_pass_through_to_the_client(
+    state_dir: Path, open_app: OpenApp
+) -> None:
     """The client gets what the upstream sent, field for field; only ``model`` is renamed."""
     upstream = OpenAICompatChatModel(transport=httpx.MockTransport(provider))
-    policy = parse_policy({"version": 1, "memory": {"backend": "none"}, "models": {
-        "fast": {"model": "openai/fast", "api_base": "http://upstream/v1"}}})  # fmt: skip
-    app = create_app(Settings.from_env({}, state_dir=state_dir), policy=policy, upstream=upstream)
+    policy = {"version": 1, "memory": {"backend": "none"}, "models": {
+        "fast": {"model": "openai/fast", "api_base": "http://upstream/v1"}}}  # fmt: skip
+    proxy = await open_app(Settings.from_env({}, state_dir=state_dir), policy=policy,
+                           upstream=upstream)  # fmt: skip
     body = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as client,
-    ):
-        resp = await client.post("/v1/chat/completions", json=body)
-        assert resp.status_code == 200
-        assert resp.json() == {**PROVIDER_COMPLETION, "model": "fast"}
-        resp = await client.post("/v1/chat/completions", json={**body, "stream": True})
+    client = proxy.client
+    resp = await client.post("/v1/chat/completions", json=body)
+    assert resp.status_code == 200
+    assert resp.json() == {**PROVIDER_COMPLETION, "model": "fast"}
+    resp = await client.post("/v1/chat/completions", json={**body, "stream": True})
     events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     assert [json.loads(e) for e in events[:-1]] == [{**c, "model": "fast"} for c in PROVIDER_CHUNKS]

@@ -40,7 +40,7 @@ sys.addaudithook(audit)
 
 import dmt_proxy
 from dmt_proxy.bench.sim.config import load_config
-from dmt_proxy.bench.sim.fakes import scripted_generator
+from dmt_proxy.testing.sim import scripted_generator
 from dmt_proxy.bench.sim.progress import Bars
 from dmt_proxy.bench.sim.runner import Experiment
 

@@ -142,8 +142,10 @@ LAZY = textwrap.dedent("""
     from dmt_proxy.memory.registry import backend_class
     from dmt_proxy.audit import known_auditors
     from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
-    out = {"names": [known_backends(), known_auditors(), DIB_DOMAINS.names()]}
+    from dmt_proxy.upstream.clients import client_class, known_clients
+    out = {"names": [known_backends(), known_auditors(), DIB_DOMAINS.names(), known_clients()]}
     backend_class("memory")
+    client_class("litellm")  # its module is imported; litellm itself only on the first call
     heavy = ("mem0", "langgraph", "langmem", "qdrant_client", "litellm", "torch")
     out["loaded"] = sorted(m for m in heavy if m in sys.modules)
     out["dib"] = sorted(m for m in sys.modules if m.startswith("dmt_proxy.bench.dib.domains."))
@@ -157,8 +159,9 @@ def test_listing_plugins_imports_none_of_the_heavy_ones() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    backends, auditors, dib = out["names"]
+    backends, auditors, dib, clients = out["names"]
     assert {"memory", "mem0", "langmem", "letta"} <= set(backends)
+    assert {"auto", "litellm", "openai-compat"} <= set(clients)
     assert {"llm", "scripted"} <= set(auditors) and len(dib) == 9
     assert out["loaded"] == []
     assert out["dib"] == ["dmt_proxy.bench.dib.domains.base"]

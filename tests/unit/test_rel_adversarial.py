@@ -18,21 +18,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from dmt_proxy.api import create_app
 from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.render import RESERVED, RenderItem, render_memories
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.in_memory import InMemoryBackend
-from dmt_proxy.policy import AuditPolicy, parse_policy
+from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.fixtures import OpenApp
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from tests.reliability.adversarial_auditor import (
     EVASION_TARGET,
     AdversarialSet,
@@ -85,7 +84,10 @@ def forged(entries: list[dict[str, Any]], items: list[RenderItem]) -> int:
     for entry, item in zip(entries, items, strict=False):
         bad += int(not set(entry) <= ENTRY_KEYS)
         bad += int(entry.get("audit") != item.audit_status.value)
-        real = item.tag is not None and item.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED)
+        real = item.tag is not None and item.audit_status in (
+            AuditStatus.TAGGED,
+            AuditStatus.QUARANTINED,
+        )
         bad += int(("bias_tag" in entry) != real)
         if real and item.tag is not None:
             bad += int(entry["bias_tag"]["bias_type"] != item.tag.bias_type)
@@ -121,7 +123,9 @@ def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -
 def test_adversarial_text_cannot_close_the_auditors_data_block(version: str) -> None:
     prompt = load_auditor_prompt(version)
     for item in ALL_ITEMS:
-        user = render_messages(prompt, AuditCandidate(text=item.text, reply=item.text))[-1]["content"]
+        user = render_messages(prompt, AuditCandidate(text=item.text, reply=item.text))[-1][
+            "content"
+        ]
         assert user.count("<memory>") == 1 and user.count("</memory>") == 1, item.id
         assert user.count("<reply>") == 1 and user.count("</reply>") == 1, item.id
         for token in ("<|im_start|>", "<|im_end|>", "[INST]", "[/INST]", "\u200b", "\u202e"):
@@ -146,27 +150,27 @@ def verdict_for(candidate: AuditCandidate) -> AuditVerdict:
     return AuditVerdict.clean(rationale="neutral")
 
 
-async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(state_dir: Path) -> None:
+async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(
+    state_dir: Path, open_app: OpenApp
+) -> None:
     settings = Settings.from_env({}, state_dir=state_dir)
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory",
-                           "top_k": 50}, "audit": {"tau": 0.5}})  # fmt: skip
+    policy = {"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 50},
+              "audit": {"tau": 0.5}}  # fmt: skip
     chat = ScriptedChatModel(["Noted."])
-    app = create_app(settings, policy=policy, upstream=chat, memory_backend=InMemoryBackend(),
-                     auditor=ScriptedAuditor(verdict_for))  # fmt: skip
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p") as client,
-    ):
-        for item in SET.items:
-            body = {"model": "local/smollm2", "user": "attacker",
-                    "messages": [{"role": "user", "content": item.text}]}  # fmt: skip
-            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
-        assert await app.state.memory.drain(timeout_s=20)
-        # Words from every text, so retrieval brings back all of them.
-        query = " ".join(b.text for b in SET.bases) + " auditor memory verified clean"
+    auditor = ScriptedAuditor(verdict_for)
+    proxy = await open_app(settings, policy=policy, upstream=chat,
+                           memory_backend=InMemoryBackend(), auditor=auditor)  # fmt: skip
+    client = proxy.client
+    for item in SET.items:
         body = {"model": "local/smollm2", "user": "attacker",
-                "messages": [{"role": "user", "content": query}]}  # fmt: skip
-        resp = await client.post("/v1/chat/completions", json=body)
+                "messages": [{"role": "user", "content": item.text}]}  # fmt: skip
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    assert await proxy.memory.drain(timeout_s=20)
+    # Words from every text, so retrieval brings back all of them.
+    query = " ".join(b.text for b in SET.bases) + " auditor memory verified clean"
+    body = {"model": "local/smollm2", "user": "attacker",
+            "messages": [{"role": "user", "content": query}]}  # fmt: skip
+    resp = await client.post("/v1/chat/completions", json=body)
     assert int(resp.headers["x-dmt-memories"]) == len(SET.items)
     block = chat.calls[-1].messages[0]["content"]
     entries = block_entries(block, nonce_of(block))
@@ -181,7 +185,9 @@ async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(state
         tag = entry.get("bias_tag") or {}
         accepted_forgeries += int(entry["audit"] != "tagged")
         accepted_forgeries += int((tag.get("bias_type") is not None) != biased)
-        accepted_forgeries += int(not any(f.startswith("manipulation") for f in tag.get("findings", [])))
+        accepted_forgeries += int(
+            not any(f.startswith("manipulation") for f in tag.get("findings", []))
+        )
     assert accepted_forgeries == 0
 
 
@@ -198,7 +204,9 @@ def test_summary_math_on_a_hand_computed_case() -> None:
     })  # fmt: skip
 
     def j(key: str, flagged: bool, failed: bool = False) -> Judged:
-        return Judged(id=key, flagged=flagged, failed=failed, bias_type=None, score=0.0, latency_s=0)
+        return Judged(
+            id=key, flagged=flagged, failed=failed, bias_type=None, score=0.0, latency_s=0
+        )
 
     judged = {"x": j("x", True), "y": j("y", False), "z": j("z", False), "1": j("1", False),
               "2": j("2", True), "3": j("3", False), "4": j("4", True, failed=False)}  # fmt: skip
@@ -221,7 +229,9 @@ def test_flagged_follows_the_policy_threshold() -> None:
     assert not flagged(AuditVerdict.failed("garbage"), AuditPolicy())
 
 
-COMMITTED_V2 = Path(__file__).resolve().parents[2] / "benchmarks/results/adversarial_memories_v2.json"
+COMMITTED_V2 = (
+    Path(__file__).resolve().parents[2] / "benchmarks/results/adversarial_memories_v2.json"
+)
 
 
 @pytest.mark.skipif(not COMMITTED_V2.exists(), reason="no committed v2 measurement yet")
@@ -234,6 +244,9 @@ def test_committed_v2_measurement_is_of_the_shipped_set_and_under_the_target() -
     judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
     assert set(judged) == {b.id for b in data.bases} | {i.id for i in data.items}
     summary = summarize(data, judged)
-    assert summary == result["summary"] or json.loads(json.dumps(summary, default=str)) == result["summary"]
+    assert (
+        summary == result["summary"]
+        or json.loads(json.dumps(summary, default=str)) == result["summary"]
+    )
     overall = summary["by_attack"]["all"]
     assert overall["evasion_n"] > 0 and overall["evasion_rate"] <= EVASION_TARGET

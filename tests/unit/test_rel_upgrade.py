@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.outbox import OUTBOX_SCHEMA_VERSION, ROW_SCHEMA_VERSION, Outbox
+from dmt_proxy.audit.outbox import OUTBOX_SCHEMA_VERSION, ROW_SCHEMA_VERSION, SqliteOutbox
 from dmt_proxy.audit.worker import OutboxWorker, drain
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION, MemoryRecord, Scope
@@ -62,7 +62,7 @@ def write_legacy_outbox(path: Path) -> None:
 
 async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
-    outbox = Outbox(path)
+    outbox = SqliteOutbox(path)
     assert outbox.found_version == 0  # a new file
     first = await outbox.enqueue(
         scope=Scope(user="alice"), query="q1", answer="a1", request_id="r1", mode="dmt"
@@ -75,7 +75,7 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     await outbox.retry_later(second, "backend write: disk full", 0.0)
     await outbox.aclose()
 
-    reopened = Outbox(path)
+    reopened = SqliteOutbox(path)
     assert reopened.found_version == OUTBOX_SCHEMA_VERSION
     items = {i.id: i for i in await reopened.pending()}
     assert set(items) == {first, second}
@@ -85,13 +85,15 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     assert not b.stored and b.attempts == 1 and b.last_error == "backend write: disk full"
     assert {a.schema_version, b.schema_version} == {ROW_SCHEMA_VERSION}
     await reopened.aclose()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
+    assert (
+        sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
+    )
 
 
 async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     write_legacy_outbox(path)
-    outbox = Outbox(path)
+    outbox = SqliteOutbox(path)
     assert outbox.found_version == 0
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
@@ -129,8 +131,8 @@ async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> Non
 def test_migration_is_idempotent_across_opens(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     write_legacy_outbox(path)
-    Outbox(path).close()
-    again = Outbox(path)
+    SqliteOutbox(path).close()
+    again = SqliteOutbox(path)
     assert again.found_version == OUTBOX_SCHEMA_VERSION
     again.close()
     with sqlite3.connect(path) as db:
@@ -139,11 +141,11 @@ def test_migration_is_idempotent_across_opens(tmp_path: Path) -> None:
 
 def test_outbox_from_a_newer_release_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
-    Outbox(path).close()
+    SqliteOutbox(path).close()
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {OUTBOX_SCHEMA_VERSION + 1}")
     with pytest.raises(ConfigError, match="newer than this dmt-proxy understands"):
-        Outbox(path)
+        SqliteOutbox(path)
     # Refusing must not touch the file.
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION + 1

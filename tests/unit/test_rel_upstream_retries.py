@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
+from dmt_proxy.testing.upstream_server import ANSWER, create_fake_upstream
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.fake_server import ANSWER, create_fake_upstream
 from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel, retry_delay_s
 
 
@@ -28,7 +28,9 @@ class FlakyTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.requests += 1
         if self.requests <= self.failures:
-            body = {"error": {"message": "flaky", "type": "server_error", "param": None, "code": None}}
+            body = {
+                "error": {"message": "flaky", "type": "server_error", "param": None, "code": None}
+            }
             return httpx.Response(self.status, json=body)
         return await self.inner.handle_async_request(request)
 

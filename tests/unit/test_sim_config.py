@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from dmt_proxy.policy import parse_policy
 CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
 
 
-@pytest.mark.parametrize("name", ["quick", "paper_table2", "paper_table2_hosted", "heatmap_small"])
+@pytest.mark.parametrize(
+    "name", ["quick", "paper_table2", "paper_table2_hosted", "heatmap_small", "compare_local_T20"]
+)
 def test_shipped_configs_validate(name: str) -> None:
     config = load_config(CONFIGS / f"{name}.yaml")
     assert config.checkpoints()[0] == 0 and config.checkpoints()[-1] == config.turns
@@ -103,3 +106,98 @@ def test_dry_run_counts_calls(capsys: pytest.CaptureFixture[str]) -> None:
     # (12 threads × 5 later checkpoints + 2 shared t=0 audits) × 3,776 decisions
     assert roles["dib"]["calls"] == (12 * 5 + 2) * 3776
     assert est["dib_decisions_per_audit"] == 3776 and est["total_hours"] > 0
+
+
+RESULTS = CONFIGS.parent / "results" / "sim"
+
+
+def test_version_2_samples_whole_contexts_and_uses_the_proxys_auditor_prompt() -> None:
+    from dmt_proxy.policy import load_policy
+
+    config = parse_config({})
+    assert config.version == 2 and config.dib.sampling == "dib-sample-v2"
+    assert config.audit.prompt == load_policy().audit.auditor_prompt == "auditor_v2"
+    policy = parse_policy(build_policy(config, "mem0"))
+    assert policy.audit.auditor_prompt == "auditor_v2"
+    told = parse_config({"audit": {"prompt": "auditor_v1"}})
+    assert parse_policy(build_policy(told, "mem0")).audit.auditor_prompt == "auditor_v1"
+
+
+def test_version_1_configs_keep_their_meaning_and_their_digest() -> None:
+    old = parse_config({"version": 1, "dib": {"sample": 60}})
+    assert old.dib.sampling == "dib-sample-v1" and old.audit.prompt == "auditor_v1"
+    t20 = load_config(CONFIGS / "compare_local_T20.yaml")
+    assert t20.version == 1 and t20.dib.sampling == "dib-sample-v1"
+    # runs started before the new fields still resume: their manifests' digests hold
+    for run in ("compare_local_T20", "quick_mem0_seed0"):
+        manifest = json.loads((RESULTS / run / "run.json").read_text(encoding="utf-8"))
+        assert parse_config(manifest["config"]).digest() == manifest["digest"], run
+    # ... while any new setting changes the digest
+    moved = with_overrides(t20, {"dib.sampling": "dib-sample-v2"})
+    assert moved.digest() != t20.digest()
+
+
+def test_dib_sample_sizes() -> None:
+    from dmt_proxy.bench.sim.runner import dib_samples
+
+    config = parse_config({"dib": {"contexts_per_domain": 2, "domains": ["age", "race"]}})
+    assert len(dib_samples(config)) == 2 * 3 + 2 * 4
+    same = parse_config({"dib": {"sample": 1, "domains": ["age", "race"]}})
+    assert dib_samples(same) == dib_samples(config)  # a tiny budget still gets two contexts
+    with pytest.raises(ConfigError, match="not both"):
+        parse_config({"dib": {"sample": 10, "contexts_per_domain": 2}})
+    with pytest.raises(ConfigError, match="contexts_per_domain needs"):
+        parse_config({"dib": {"contexts_per_domain": 2, "sampling": "dib-sample-v1"}})
+    with pytest.raises(ConfigError, match="contexts_per_domain"):
+        parse_config({"dib": {"contexts_per_domain": 1}})
+
+
+def test_backend_options_reach_the_proxy_policy() -> None:
+    config = parse_config({"memory": ["mem0", "langmem"], "agent": {"top_k": 7},
+                           "backend_options": {"mem0": {"infer": True},
+                                               "langmem": {"consolidate": True}}})  # fmt: skip
+    mem0 = parse_policy(build_policy(config, "mem0"))
+    assert mem0.memory.options == {"infer": True} and mem0.memory.top_k == 7
+    assert parse_policy(build_policy(config, "langmem")).memory.options == {"consolidate": True}
+    plain = build_policy(parse_config({}), "mem0")
+    assert "options" not in plain["memory"]  # as the policy was before options existed
+    aliased = parse_config({"memory": ["paging"], "backend_options": {"paging": {"core_size": 3}}})
+    assert aliased.options_for("letta") == {"core_size": 3}
+    with pytest.raises(ConfigError, match="does not use"):
+        parse_config({"memory": ["mem0"], "backend_options": {"langmem": {"consolidate": True}}})
+
+
+def test_bad_backend_options_fail_before_the_proxy_starts(tmp_path: Path) -> None:
+    from dmt_proxy.bench.sim.proxy import ManagedProxy, check_backend_options
+
+    config = parse_config({"memory": ["memory"], "backend_options": {"memory": {"bogus": 1}}})
+    with pytest.raises(ConfigError, match=r"backend_options\.memory are invalid: bogus"):
+        check_backend_options(config, "memory")
+    with pytest.raises(ConfigError, match="bogus"):
+        ManagedProxy(config, "memory", tmp_path).start()
+    assert not (tmp_path / "policy.yaml").exists()
+    check_backend_options(parse_config({"memory": ["memory"],
+                                        "backend_options": {"memory": {"persist": False}}}),
+                          "memory")  # fmt: skip
+
+
+def test_compare_flags_for_ablations_sizes_and_options() -> None:
+    from dmt_proxy.bench.sim.cli import compare_config
+    from dmt_proxy.cli.bench_cli import build_parser
+
+    args = build_parser().parse_args(
+        ["compare", "--quick", "--ssp", "--dmt", "--dmt-tags", "--dmt-instruction",
+         "--dib-contexts", "3", "--backend-option", "mem0.infer=true",
+         "--auditor-prompt", "auditor_v1"]
+    )  # fmt: skip
+    config = compare_config(args)
+    assert config.conditions == ["baseline", "ssp", "dmt", "dmt-tags", "dmt-instruction"]
+    assert config.dib.contexts_per_domain == 3 and config.dib.sample is None
+    assert config.backend_options == {"mem0": {"infer": True}}
+    assert config.audit.prompt == "auditor_v1"
+    quick = compare_config(build_parser().parse_args(["compare", "--quick"]))
+    assert quick.dib.contexts_per_domain == 2 and quick.dib.sampling == "dib-sample-v2"
+    sized = compare_config(build_parser().parse_args(["compare", "--quick", "--dib-sample", "90"]))
+    assert sized.dib.sample == 90 and sized.dib.contexts_per_domain is None
+    with pytest.raises(ConfigError, match=r"BACKEND\.KEY=VALUE"):
+        compare_config(build_parser().parse_args(["compare", "--backend-option", "infer"]))

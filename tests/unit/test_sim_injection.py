@@ -25,8 +25,8 @@ from dmt_proxy.bench.sim.injection import (
 from dmt_proxy.bench.sim.mmlu import MmluQuestion
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 Q = MmluQuestion(
     question_id=1,

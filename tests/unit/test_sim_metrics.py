@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmt_proxy.bench import gbv as g
+from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
 from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.config import parse_config
@@ -149,3 +150,148 @@ def test_one_context_per_domain_has_no_ci() -> None:
     one = {"d": {"c1": {"x": 10.0, "y": 20.0}}}
     assert m.joint_bootstrap({"a": one, "b": one}, n_resamples=50) == {"a": {}, "b": {}}
     assert math.isnan(m.interval(m.agbv_replicates({})).low)
+
+
+# -- per-domain CIs, mean shift, both readouts, power (sim-results-v2) -------------------
+
+
+def test_a_thin_domain_leaves_the_other_domains_their_replicates() -> None:
+    three = {"c1": {"x": 10.0, "y": 20.0}, "c2": {"x": 30.0, "y": 30.0}, "c3": {"x": 5.0, "y": 0.0}}
+    one = {"k1": {"x": 10.0, "y": 20.0}}
+    reps = m.joint_bootstrap({"a": {"thick": three, "thin": one}}, n_resamples=50, seed=1)
+    assert set(reps["a"]) == {"thick"} and len(reps["a"]["thick"]) == 50
+    # an aggregate needs every domain of its point estimate
+    assert m.covering(reps["a"], ["thick", "thin"]) == {}
+    assert set(m.covering(reps["a"], ["thick"])) == {"thick"}
+    assert m.covering(reps["a"], []) == {}
+
+
+def test_mean_replicates_follow_a_uniform_shift_exactly() -> None:
+    base = {"c1": {"x": 10.0, "y": 20.0}, "c2": {"x": 30.0, "y": 30.0}, "c3": {"x": 5.0, "y": 0.0}}
+    down = {c: {k: v - 4.0 for k, v in s.items()} for c, s in base.items()}
+    reps = m.joint_bootstrap({"a": {"d": base}, "b": {"d": down}}, n_resamples=100, seed=2,
+                             statistic="mean")  # fmt: skip
+    assert np.allclose(reps["b"]["d"] - reps["a"]["d"], -4.0)
+    # the centre of GBV: (mean x + mean y) / 2 = (15 + 16.67) / 2
+    identity = np.arange(3)[None, :]
+    tensor = m._tensor(base, sorted(base), ["x", "y"])
+    assert m._mean_rows(tensor[identity])[0] == pytest.approx((15.0 + 50.0 / 3) / 2)
+
+
+def test_mde_is_2_8_standard_errors_of_the_replicates() -> None:
+    reps = np.array([1.0, 2.0, 3.0, 4.0, np.nan])  # sd of the finite ones: sqrt(5/3)
+    assert m.mde(reps) == pytest.approx(2.8015852 * math.sqrt(5 / 3), abs=1e-6)
+    assert math.isnan(m.mde(np.array([])))
+
+
+def shifted_audit(t: int, gap: float, shift: float, thin_race: bool = False) -> AuditRecord:
+    """Age: 3 contexts, group b `gap` lower, every score moved by `shift`; written = 50."""
+    results = [
+        DecisionResult(sample_id=f"age-{i}/{grp}", domain="age", group=grp, context_id=f"age-{i}",
+                       outcome=Outcome.SCORED, method=Method.EXPECTED,
+                       raw=50.0 + i + shift - (gap if grp == "b" else 0.0),
+                       score=50.0 + i + shift - (gap if grp == "b" else 0.0), greedy=50)
+        for i in range(3)
+        for grp in ("a", "b")
+    ]  # fmt: skip
+    for i in range(1 if thin_race else 3):
+        results += [
+            DecisionResult(sample_id=f"race-{i}/{grp}", domain="race", group=grp,
+                           context_id=f"race-{i}", outcome=Outcome.SCORED,
+                           method=Method.EXPECTED, raw=60.0 + i * (grp == "a"),
+                           score=60.0 + i * (grp == "a"), greedy=60)
+            for grp in ("a", "b")
+        ]  # fmt: skip
+    return AuditRecord(t=t, memories=0, scoring=ScoringConfig(), elapsed_s=1.0, results=results)
+
+
+def test_mean_shift_is_reported_next_to_delta_agbv_hand_computed() -> None:
+    # Memory lowers every age score by 5 and widens nothing: ΔGBV_age = 0, Δs̄_age = −5;
+    # race does not move. ΔAGBV = 0, mean shift = (−5 + 0) / 2 = −2.5.
+    config = parse_config({"turns": 10, "interval": 10, "conditions": ["baseline", "dmt"],
+                           "dib": {"bootstrap": 200, "permutations": 20}})  # fmt: skip
+    audits = {
+        "baseline": {0: shifted_audit(0, 2.0, 0.0), 10: shifted_audit(10, 2.0, -5.0)},
+        "dmt": {0: shifted_audit(0, 2.0, 0.0), 10: shifted_audit(10, 2.0, -1.0)},
+    }
+    arch = arch_result(config, [], "mem0", audits, {})
+    rows = {d.condition: d for d in arch.deltas}
+    base = rows["baseline"].readouts["expected"]
+    assert base.delta.value == pytest.approx(0.0, abs=1e-12)
+    assert base.mean_shift.value == pytest.approx(-2.5)
+    # a uniform shift is the same in every resample: its CI is the point
+    assert (base.mean_shift.low, base.mean_shift.high) == pytest.approx((-2.5, -2.5))
+    assert base.per_domain_shift["age"].value == pytest.approx(-5.0)
+    assert rows["dmt"].readouts["expected"].mean_shift.value == pytest.approx(-0.5)
+    # the written integer never moved: no shift, no GBV
+    written = rows["baseline"].readouts["written"]
+    assert written.mean_shift.value == 0.0 and written.delta.value == 0.0
+    assert arch.contexts == {"age": 3, "race": 3}
+    row = next(r for r in arch.checkpoints if (r.condition, r.t) == ("baseline", 10))
+    assert row.readouts["expected"].means["age"].value == pytest.approx(51.0 - 5.0 - 1.0)
+
+
+def test_a_thin_domain_removes_aggregate_cis_only_and_spans_zero_is_unknown() -> None:
+    config = parse_config({"turns": 10, "interval": 10, "conditions": ["baseline", "dmt"],
+                           "dib": {"bootstrap": 100, "permutations": 20}})  # fmt: skip
+    audits = {
+        c: {0: shifted_audit(0, 2.0, 0.0, True), 10: shifted_audit(10, 4.0, 0.0, True)}
+        for c in ("baseline", "dmt")
+    }
+    arch = arch_result(config, [], "mem0", audits, {})
+    rows = {d.condition: d for d in arch.deltas}
+    head = rows["dmt"].readouts["expected"]
+    assert arch.contexts == {"age": 3, "race": 1}
+    assert head.per_domain["age"].value == pytest.approx(1.0)  # GBV 1 -> 2
+    assert head.per_domain["age"].low is not None  # age keeps its own CI
+    assert head.per_domain["race"].low is None
+    assert rows["dmt"].delta.low is None and head.mde is None and head.mp is not None
+    # no baseline CI: whether it spans 0 is unknown (it used to say True)
+    assert rows["dmt"].base_ci_spans_zero is None and head.base_ci_spans_zero is None
+    results = CompareResults(name="t", digest="d" * 64, config=config.model_dump(mode="json"),
+                             turns=10, t80=10, checkpoints=[0, 10], dib_decisions=10,
+                             stream=summarize([]), archs=[arch], latency={}, wall_s=1.0)  # fmt: skip
+    text = render_table2(results)
+    assert "race had a single DIB context" in text
+    assert "one DIB context per domain" not in text
+
+
+def test_base_ci_spans_zero_is_true_or_false_when_the_ci_exists() -> None:
+    config = parse_config({"turns": 10, "interval": 10, "conditions": ["baseline", "dmt"],
+                           "dib": {"bootstrap": 200, "permutations": 20}})  # fmt: skip
+    audits = {c: {0: shifted_audit(0, 2.0, 0.0), 10: shifted_audit(10, 8.0, 0.0)}
+              for c in ("baseline", "dmt")}  # fmt: skip
+    arch = arch_result(config, [], "mem0", audits, {})
+    dmt = next(d for d in arch.deltas if d.condition == "dmt")
+    assert dmt.base_ci_spans_zero is False  # baseline ΔAGBV is +1.5 in every resample
+    assert dmt.readouts["expected"].mde is None  # ... so its SE is 0: no MDE
+
+
+def test_mde_of_a_row_is_that_of_its_paired_replicates() -> None:
+    import random
+
+    rng = random.Random(7)
+
+    def noisy(t: int) -> AuditRecord:
+        results = [
+            DecisionResult(sample_id=f"{d}-{i}/{g}", domain=d, group=g, context_id=f"{d}-{i}",
+                           outcome=Outcome.SCORED, method=Method.EXPECTED,
+                           raw=(v := rng.uniform(40, 80)), score=v, greedy=round(v))
+            for d in ("age", "race") for i in range(6) for g in ("a", "b", "c")
+        ]  # fmt: skip
+        return AuditRecord(t=t, memories=0, scoring=ScoringConfig(), elapsed_s=1.0,
+                           results=results)  # fmt: skip
+
+    config = parse_config({"turns": 10, "interval": 10, "conditions": ["baseline", "dmt"],
+                           "dib": {"bootstrap": 300, "permutations": 20}})  # fmt: skip
+    audits = {c: {0: noisy(0), 10: noisy(10)} for c in ("baseline", "dmt")}
+    arch = arch_result(config, [], "mem0", audits, {})
+    row = next(d for d in arch.deltas if d.condition == "dmt").readouts["expected"]
+    cells = {
+        (c, t): context_scores(a.results) for c, by_t in audits.items() for t, a in by_t.items()
+    }
+    reps = m.joint_bootstrap(cells, n_resamples=300, seed=config.seed)
+    d_reps = m.delta_replicates(reps[("dmt", 10)], reps[("dmt", 0)])
+    b_reps = m.delta_replicates(reps[("baseline", 10)], reps[("baseline", 0)])
+    assert row.mde == pytest.approx(m.mde(d_reps)) and row.mde > 0  # type: ignore[operator]
+    assert row.mde_vs_base == pytest.approx(m.mde(d_reps - b_reps))

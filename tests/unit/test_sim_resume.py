@@ -18,10 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from dmt_proxy.bench.sim.fakes import FakeProxy
 from dmt_proxy.bench.sim.records import read_audits, read_turns
 from dmt_proxy.bench.sim.runner import Manifest
 from dmt_proxy.bench.sim.stream import read_stream
+from dmt_proxy.testing.sim import FakeProxy
 
 CONDITIONS = ["baseline", "dmt"]
 
@@ -47,20 +47,21 @@ async def test_killed_run_resumes_without_repeating_or_losing_a_turn(tmp_path: P
         path.write_text(yaml.safe_dump(config))
         out = tmp_path / "run"
         env = {**os.environ, "DMT_ADMIN_KEY": fake.admin_key}
-        proc = run_cli("--config", str(path), "--out", str(out), env=env)
-        deadline = time.monotonic() + 120
-        while len(read_turns(out / "memory" / "baseline")) < 2:
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "the run made no progress"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        # ``with``: the killed process's pipes are closed, not left to the garbage collector.
+        with run_cli("--config", str(path), "--out", str(out), env=env) as proc:
+            deadline = time.monotonic() + 120
+            while len(read_turns(out / "memory" / "baseline")) < 2:
+                assert proc.poll() is None, proc.communicate()[1][-2000:]
+                assert time.monotonic() < deadline, "the run made no progress"
+                time.sleep(0.02)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
         done_before = len(read_turns(out / "memory" / "baseline"))
         assert done_before < 6, "the kill came too late to test anything"
         assert Manifest.model_validate_json((out / "run.json").read_text()).status == "running"
 
-        resumed = run_cli("--out", str(out), "--resume", env=env)
-        stdout, stderr = resumed.communicate(timeout=300)
+        with run_cli("--out", str(out), "--resume", env=env) as resumed:
+            stdout, stderr = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, stderr[-3000:]
         assert "No mitigation" in stdout
 

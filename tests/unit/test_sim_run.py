@@ -16,18 +16,18 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.sim import report, runner
+from dmt_proxy.bench.sim import heatmap_report, report, runner
 from dmt_proxy.bench.sim.config import SimConfig, parse_config
-from dmt_proxy.bench.sim.fakes import (
+from dmt_proxy.bench.sim.records import read_audits, read_turns
+from dmt_proxy.bench.sim.stream import read_stream
+from dmt_proxy.cli.bench_cli import main
+from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
     scripted_agent_reply,
     scripted_generator,
 )
-from dmt_proxy.bench.sim.records import read_audits, read_turns
-from dmt_proxy.bench.sim.stream import read_stream
-from dmt_proxy.cli.bench_cli import main
-from dmt_proxy.errors import ConfigError, UpstreamError
 from dmt_proxy.upstream.base import UpstreamCall
 
 
@@ -97,7 +97,7 @@ async def test_reports_and_call_log(proxy: FakeProxy, tmp_path: Path) -> None:
                  "domains_memory.png", "mitigation_heatmap.png"):  # fmt: skip
         assert (out / name).stat().st_size > 0, name
     assert "Table 2 shape" in (out / "report.md").read_text()
-    assert json.loads((out / "results.json").read_text())["results_version"] == "sim-results-v1"
+    assert json.loads((out / "results.json").read_text())["results_version"] == "sim-results-v2"
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     roles = {c["role"] for c in calls}
     assert roles == {"generator", "agent", "dib", "audit"}
@@ -175,6 +175,30 @@ async def test_upstream_failure_stops_resumably_and_resume_repeats_nothing(
         fake.stop()
 
 
+async def test_ablation_conditions_run_and_each_gets_its_mp(
+    proxy: FakeProxy, tmp_path: Path
+) -> None:
+    conditions = ["baseline", "ssp", "dmt", "dmt-tags", "dmt-instruction"]
+    config = tiny(proxy, conditions=conditions)
+    out = tmp_path / "run"
+    results = await runner.run_compare(config, out, generator=scripted_generator())
+    stream = read_stream(next((out / "streams").glob("*.jsonl")))
+    # dmt-tags is audited like dmt; dmt-instruction shows the instruction, audits nothing
+    for cond, audited in (("dmt-tags", True), ("dmt-instruction", False)):
+        for turn, item in zip(read_turns(out / "memory" / cond), stream, strict=True):
+            expected = ("tagged" if item.injected else "clean") if audited else "unaudited"
+            assert turn.memory_status == expected, cond
+    rows = {d.condition: d for d in results.archs[0].deltas}
+    assert list(rows) == conditions
+    assert rows["baseline"].mp is None and all(rows[c].mp is not None for c in conditions[1:])
+    assert set(rows["dmt-tags"].readouts) == {"expected", "written"}
+    table = report.table2_rows(results)
+    assert table[0][2:] == ["No mitigation", "SSP", "DMT", "DMT tags only", "DMT instruction only"]
+    # two DIB contexts per domain (dib-sample-v2): every domain has its own CI
+    assert results.archs[0].contexts == {"race": 2, "age": 2}
+    assert all(c.low is not None for c in rows["dmt"].readouts["expected"].per_domain.values())
+
+
 async def test_heatmap_small_with_fakes(proxy: FakeProxy, tmp_path: Path) -> None:
     config = tiny(proxy, kind="heatmap", conditions=["baseline"], heatmap_sources=["age", "race"],
                   injection={"rate": 1.0})  # fmt: skip
@@ -189,9 +213,15 @@ async def test_heatmap_small_with_fakes(proxy: FakeProxy, tmp_path: Path) -> Non
     assert all(BIAS_MARKER in t.prompt for t in age + race)
     t0 = [read_audits(out / "memory" / f"src-{s}")[0] for s in ("age", "race")]
     assert t0[0].results == t0[1].results and t0[1].shared_from
-    report.write_heatmap_report(results, out)
+    heatmap_report.write_heatmap_report(results, out)
     assert (out / "heatmap.png").stat().st_size > 0
-    assert "positive off-diagonal cells" in report.render_heatmap_text(results)
+    text = heatmap_report.render_heatmap_text(results)
+    assert "positive off-diagonal cells" in text and "written integer" in text
+    assert set(results.readouts) == {"expected", "written"}
+    assert results.contexts == {"age": 2, "race": 2}
+    cell = results.readouts["expected"].matrix["age"]["race"]
+    assert cell.value == results.matrix["age"]["race"] and cell.low is not None
+    assert "paired 95% CI" in (out / "report.md").read_text()
 
 
 def test_cli_compare_through_a_running_proxy(

@@ -1,7 +1,7 @@
 """The question stream: deterministic plan, cache, resume of an interrupted generation.
 
 Reads the real MMLU-Pro file shipped in the package. The generator is the shipped
-scripted fake (``dmt_proxy.bench.sim.fakes``): these tests are about the plan
+scripted fake (``dmt_proxy.testing.sim``): these tests are about the plan
 and the cache, not about rewriting.
 """
 
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.bench.sim.config import parse_config
-from dmt_proxy.bench.sim.fakes import BIAS_MARKER, scripted_generator
 from dmt_proxy.bench.sim.injection import BiasGenerator
 from dmt_proxy.bench.sim.mmlu import LoadedSource, load_source, select_questions
 from dmt_proxy.bench.sim.runner import generator_call
@@ -27,7 +26,8 @@ from dmt_proxy.bench.sim.stream import (
 )
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.testing.sim import BIAS_MARKER, scripted_generator
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,12 @@ from dmt_proxy.bench.stats import (
     Interval,
     finite,
     mean,
+    minimum_detectable_effect,
+    normal_quantile,
     percentile,
     percentile_interval,
+    spans_zero,
+    standard_deviation,
     wilson_interval,
 )
 
@@ -172,3 +176,48 @@ def test_every_method_returns_a_value_between_min_and_max(xs: list[float], q: fl
     for method in ("linear", "nearest_rank", "lower"):
         got = percentile(xs, q, method=method)  # type: ignore[arg-type]
         assert min(xs) <= got <= max(xs)
+
+
+# -- spread, spans_zero, power ----------------------------------------------------
+
+
+def test_standard_deviation_hand_computed() -> None:
+    # 2, 4, 4, 4, 5, 5, 7, 9: mean 5, Σ(x−5)² = 32, n − 1 = 7
+    assert standard_deviation([2, 4, 4, 4, 5, 5, 7, 9, NAN, None]) == pytest.approx(
+        math.sqrt(32 / 7)
+    )
+    assert math.isnan(standard_deviation([1.0])) and math.isnan(standard_deviation([]))
+
+
+def test_spans_zero_is_unknown_without_an_interval() -> None:
+    assert spans_zero(Interval(low=-1.0, high=2.0)) is True
+    assert spans_zero(Interval(low=0.0, high=2.0)) is True  # a closed interval touching 0
+    assert spans_zero(Interval(low=0.5, high=2.0)) is False
+    assert spans_zero(Interval(low=-3.0, high=-0.1)) is False
+    # NaN compares false both ways: "not (low > 0 or high < 0)" said True here
+    assert spans_zero(Interval.undefined()) is None
+    assert spans_zero(Interval(low=NAN, high=1.0)) is None
+
+
+def test_normal_quantile_matches_the_tables() -> None:
+    assert normal_quantile(0.975) == pytest.approx(Z95, abs=1e-12)
+    assert normal_quantile(0.8) == pytest.approx(0.8416212335729143, abs=1e-12)
+    assert normal_quantile(0.5) == 0.0
+    for p in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError):
+            normal_quantile(p)
+
+
+def test_minimum_detectable_effect_hand_computed() -> None:
+    # (1.959964 + 0.841621) · SE = 2.801585 · SE at α = 0.05, 80 % power
+    assert minimum_detectable_effect(1.0) == pytest.approx(2.8015852, abs=1e-6)
+    assert minimum_detectable_effect(0.5) == pytest.approx(1.4007926, abs=1e-6)
+    # 90 % power: z_0.9 = 1.281552 -> 3.241516 · SE
+    assert minimum_detectable_effect(2.0, power=0.9) == pytest.approx(6.483031, abs=1e-5)
+    # α = 0.01: z_0.995 = 2.575829 -> 3.417450 · SE
+    assert minimum_detectable_effect(1.0, alpha=0.01) == pytest.approx(3.417450, abs=1e-5)
+    # no SE, or a zero SE (no variability measured): undefined, never 0
+    for se in (NAN, 0.0, -1.0):
+        assert math.isnan(minimum_detectable_effect(se))
+    with pytest.raises(ValueError):
+        minimum_detectable_effect(1.0, power=1.0)

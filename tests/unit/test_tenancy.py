@@ -3,13 +3,17 @@
 In-process app with the shipped in-memory backend, scripted auditor and scripted
 chat model (fakes: the property is about scoping in the proxy, not model output).
 The scripted model records every upstream prompt, which is where a leak would show.
+The cross-tenant property runs again on the ``postgres`` backend and outbox (a real
+server from ``tests/pg_fixture.py``), where the scope filter is SQL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,13 +22,15 @@ from hypothesis import strategies as st
 
 from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import Tenants, hash_key
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.schema import AuditVerdict
+from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory import BackendConfig, MemoryBackend, create_backend
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.fake import ScriptedChatModel
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
 
 KEYS = {"acme": "key-acme-1", "globex": "key-globex-2", "initech": "key-initech-3"}
 
@@ -37,13 +43,23 @@ def write_tenants(path: Path) -> Path:
     return path
 
 
-def make_app(tmp: Path) -> tuple[object, ScriptedChatModel]:
+def make_app(
+    tmp: Path,
+    backend: MemoryBackend | None = None,
+    memory: dict[str, Any] | None = None,
+    **settings_overrides: Any,
+) -> tuple[object, ScriptedChatModel]:
     settings = Settings.from_env(
-        {}, state_dir=tmp / "state", tenants_file=write_tenants(tmp / "t.yaml")
+        {},
+        state_dir=tmp / "state",
+        tenants_file=write_tenants(tmp / "t.yaml"),
+        **settings_overrides,
     )
     chat = ScriptedChatModel(["noted"])
-    policy = parse_policy({"version": 1, "memory": {"backend": "memory", "top_k": 50}})
-    app = create_app(settings, policy=policy, upstream=chat, memory_backend=InMemoryBackend(),
+    memory = memory or {"backend": "memory"}
+    policy = parse_policy({"version": 1, "memory": {**memory, "top_k": 50}})
+    app = create_app(settings, policy=policy, upstream=chat,
+                     memory_backend=backend or InMemoryBackend(),
                      auditor=ScriptedAuditor([AuditVerdict.clean()]))  # fmt: skip
     return app, chat
 
@@ -83,45 +99,79 @@ def test_bad_tenants_files(tmp_path: Path) -> None:
         Tenants.load(tmp_path / "missing.yaml")
 
 
+TENANT_WRITES = st.lists(
+    st.tuples(st.sampled_from(sorted(KEYS)), st.sampled_from(["alice", "bob", "a/b", "Alice"])),
+    min_size=1,
+    max_size=12,
+)
+
+
+async def check_no_cross_tenant_reads(app: Any, chat: ScriptedChatModel,
+                                      writes: list[tuple[str, str]]) -> None:  # fmt: skip
+    """Interleaved writes by (tenant, user); each reads back its own token and nobody else's."""
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(  # type: ignore[attr-defined]
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://p",  # type: ignore[arg-type]
+        ) as c,
+    ):
+        # Interleaved writes, each carrying a token unique to its (tenant, user).
+        for tenant, user in writes:
+            token = f"tok_{tenant}_{user.replace('/', 'SL')}"
+            resp = await c.post("/v1/chat/completions", json=body(f"secret memory word {token}", user),
+                                headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
+            assert resp.status_code == 200
+        assert await app.state.memory.drain(timeout_s=10)
+        for tenant, user in set(writes):
+            chat.calls.clear()
+            await c.post("/v1/chat/completions", json=body("secret memory word tok", user),
+                         headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
+            prompt = json.dumps(chat.calls[-1].messages)
+            own = f"tok_{tenant}_{user.replace('/', 'SL')}"
+            assert own in prompt
+            others = {f"tok_{t}_{u.replace('/', 'SL')}" for t, u in writes} - {own}
+            leaked = [tok for tok in others if tok in prompt]
+            assert leaked == [], f"{tenant}/{user} saw {leaked}"
+
+
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    writes=st.lists(
-        st.tuples(st.sampled_from(sorted(KEYS)), st.sampled_from(["alice", "bob", "a/b", "Alice"])),
-        min_size=1,
-        max_size=12,
-    )
-)
+@given(writes=TENANT_WRITES)
 def test_no_cross_tenant_reads(tmp_path_factory: pytest.TempPathFactory,
                                writes: list[tuple[str, str]]) -> None:  # fmt: skip
     tmp = tmp_path_factory.mktemp("tenancy")
+    app, chat = make_app(tmp)
+    asyncio.run(check_no_cross_tenant_reads(app, chat, writes))
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+@pytest.mark.postgres
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(writes=TENANT_WRITES)
+def test_no_cross_tenant_reads_on_postgres(
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_dsn: str,
+    embedder: LocalEmbedder,
+    writes: list[tuple[str, str]],
+) -> None:
+    """The same property with the memory store and the outbox in PostgreSQL."""
+    tmp = tmp_path_factory.mktemp("tenancy-pg")
+    # Each example gets its own tables in the test's database (a prefix of its own).
+    memory = {"backend": "postgres", "options": {"table_prefix": f"t{uuid.uuid4().hex[:8]}_"}}
 
     async def scenario() -> None:
-        app, chat = make_app(tmp)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(  # type: ignore[attr-defined]
-                transport=httpx.ASGITransport(app=app),
-                base_url="http://p",  # type: ignore[arg-type]
-            ) as c,
-        ):
-            # Interleaved writes, each carrying a token unique to its (tenant, user).
-            for tenant, user in writes:
-                token = f"tok_{tenant}_{user.replace('/', 'SL')}"
-                resp = await c.post("/v1/chat/completions", json=body(f"secret memory word {token}", user),
-                                    headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
-                assert resp.status_code == 200
-            assert await app.state.memory.drain(timeout_s=10)  # type: ignore[attr-defined]
-            for tenant, user in set(writes):
-                chat.calls.clear()
-                await c.post("/v1/chat/completions", json=body("secret memory word tok", user),
-                             headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
-                prompt = json.dumps(chat.calls[-1].messages)
-                own = f"tok_{tenant}_{user.replace('/', 'SL')}"
-                assert own in prompt
-                others = {f"tok_{t}_{u.replace('/', 'SL')}" for t, u in writes} - {own}
-                leaked = [tok for tok in others if tok in prompt]
-                assert leaked == [], f"{tenant}/{user} saw {leaked}"
+        config = BackendConfig(state_dir=tmp, embedder=embedder,
+                               options={**memory["options"], "dsn": pg_dsn})  # fmt: skip
+        backend = await create_backend("postgres", config)
+        app, chat = make_app(tmp, backend, memory, database_url=pg_dsn)
+        await check_no_cross_tenant_reads(app, chat, writes)  # closes the backend on exit
 
     asyncio.run(scenario())

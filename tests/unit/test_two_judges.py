@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.fake import ScriptedAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
-from dmt_proxy.audit.outbox import Outbox
+from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.schema import (
     AuditCandidate,
     AuditVerdict,
@@ -29,6 +28,7 @@ from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode, TagAction
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.auditor import ScriptedAuditor
 
 
 def opinion(score: float, **probs: float) -> FirstStageOpinion:
@@ -134,7 +134,7 @@ async def test_staged_auditor_carries_the_classifiers_opinion(stage: EmbeddingFi
 async def test_worker_counts_disputes_apart_from_tags(tmp_path: Path) -> None:
     metrics = Metrics()
     backend = InMemoryBackend()
-    outbox = Outbox(tmp_path / "outbox.sqlite3")
+    outbox = SqliteOutbox(tmp_path / "outbox.sqlite3")
     disputed = AuditVerdict.clean(score=0.1).model_copy(
         update={"first_stage": opinion(0.99, gender=1.0)}
     )

@@ -22,22 +22,25 @@ from dmt_proxy.audit.backfill import backfill_store
 from dmt_proxy.bench.auditor_eval.cli import register, resolve_endpoint
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.bench.sim.runner import generator_call, generator_chat
-from dmt_proxy.errors import ConfigError, ModelNotFound
+from dmt_proxy.errors import ConfigError, ModelNotFound, UpstreamError
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import Policy, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
-from dmt_proxy.upstream.base import ModelEndpoint
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.factory import (
     DispatchingChatModel,
     build_chat_model,
+    build_registry,
     declared_endpoint,
     needs_litellm,
     open_upstream,
 )
-from dmt_proxy.upstream.fake import ScriptedChatModel
 from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+from dmt_proxy.upstream.local_tools import LocalToolsChatModel
+from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 HOSTED = {"model": "openai/gpt-x", "api_base": "http://hosted.invalid/v1", "api_key_env": "HK"}
 POLICY = {
@@ -141,6 +144,29 @@ async def test_open_upstream_keeps_litellm_out_for_local_routes(settings: Settin
     assert scripted.resolve("anthropic/claude-3").kind == "provider"  # fallback list
     with pytest.raises(ModelNotFound):
         scripted.resolve("nosuchprovider/model")
+
+
+async def test_the_openai_compat_client_serves_addressed_endpoints_only(
+    settings: Settings,
+) -> None:
+    direct = settings.model_copy(update={"upstream_client": "openai-compat"})
+    upstream = await open_upstream(direct, Policy())
+    assert isinstance(upstream.owned, OpenAICompatChatModel)
+    assert isinstance(upstream.chat, LocalToolsChatModel) and upstream.chat.inner is upstream.owned
+    assert not needs_litellm(direct, Policy(), upstream.registry)
+    assert upstream.resolve("local/qwen2.5-1.5b").openai_compatible
+    with pytest.raises(ModelNotFound):
+        upstream.resolve("anthropic/claude-3")  # provider names need litellm
+    hosted = UpstreamCall(ModelEndpoint(model="anthropic/claude-3"), messages=[])
+    with pytest.raises(UpstreamError, match="not OpenAI-compatible"):
+        await upstream.chat.complete(hosted)
+    with pytest.raises(UpstreamError, match="not OpenAI-compatible"):
+        async for _ in upstream.chat.stream(hosted):
+            pass
+    await upstream.aclose()
+    only_litellm = settings.model_copy(update={"upstream_client": "litellm"})
+    registry = build_registry(only_litellm, Policy(), litellm=True)
+    assert needs_litellm(only_litellm, Policy(), registry)  # every call goes through litellm
 
 
 def test_declared_endpoints(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,8 +3,9 @@
 - ``generator``: the 3,776 counterfactual samples, deterministic for a seed;
 - ``domains``: one module per bias domain (``@bias_domain`` registry);
 - ``scorer`` / ``answers``: asking an endpoint, expected-score and strict parsing;
-- ``runner`` / ``report``: concurrent runs and the GBV report;
-- ``fake``: a scripted OpenAI-compatible upstream for tests (not a model).
+- ``runner`` / ``report``: concurrent runs and the GBV report.
+
+The scripted decision upstream the tests use is ``dmt_proxy.testing.dib``.
 """
 
 from dmt_proxy.bench.dib.generator import generate, stratified_sample

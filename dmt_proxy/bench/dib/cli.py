@@ -2,7 +2,8 @@
 
     dmt-bench dib export --out dib.jsonl [--seed S]
     dmt-bench dib stats [--seed S] [--json]
-    dmt-bench dib run --model M [--base-url URL] [--sample N] [--seed S] [--out DIR]
+    dmt-bench dib run --model M [--base-url URL] [--sample N | --contexts-per-domain C]
+                      [--sampling dib-sample-v2|dib-sample-v1] [--seed S] [--out DIR]
                       [--concurrency C] [--mode expected|generate] [--no-grammar]
                       [--user U --memory read-only]
 
@@ -24,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.bench.dib.domains.base import registered_domains
-from dmt_proxy.bench.dib.generator import export, generate, stratified_sample
+from dmt_proxy.bench.dib.generator import (
+    MIN_CONTEXTS,
+    SAMPLING_V1,
+    SAMPLING_V2,
+    SAMPLING_VERSION,
+    draw_sample,
+    export,
+    generate,
+)
 from dmt_proxy.bench.dib.report import build_report, render_table
 from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import DEFAULT_SEED, DIB_VERSION
@@ -116,9 +125,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--concurrency must be at least 1")
     if args.sample is not None and args.sample < 1:
         raise ConfigError("--sample must be at least 1")
-    samples = generate(args.seed, _domains(args))
-    if args.sample is not None:
-        samples = stratified_sample(samples, args.sample, args.seed)
+    if args.contexts_per_domain is not None and args.contexts_per_domain < MIN_CONTEXTS:
+        raise ConfigError(f"--contexts-per-domain must be at least {MIN_CONTEXTS}")
+    sized = args.sample is not None or args.contexts_per_domain is not None
+    try:
+        samples = draw_sample(
+            generate(args.seed, _domains(args)),
+            seed=args.seed,
+            decisions=args.sample,
+            contexts_per_domain=args.contexts_per_domain,
+            sampling=args.sampling,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     endpoint = Endpoint(
         base_url=_base_url(args),
         model=args.model,
@@ -143,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         scoring=output.config,
         seed=args.seed,
         sample=args.sample,
+        sampling=args.sampling if sized else None,
+        contexts_per_domain=args.contexts_per_domain,
         elapsed_s=output.elapsed_s,
         n_bootstrap=args.bootstrap,
         n_permutations=args.permutations,
@@ -214,6 +235,21 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="N",
         help="about N decisions: whole counterfactual sets, every domain",
+    )
+    p.add_argument(
+        "--contexts-per-domain",
+        type=int,
+        default=None,
+        metavar="C",
+        help=f"C whole contexts of every domain (at least {MIN_CONTEXTS}; instead of --sample)",
+    )
+    p.add_argument(
+        "--sampling",
+        choices=[SAMPLING_V2, SAMPLING_V1],
+        default=SAMPLING_VERSION,
+        help=f"sampler: {SAMPLING_V2} (default) takes the same number of contexts, at least "
+        f"{MIN_CONTEXTS}, from every domain; {SAMPLING_V1} (older runs) is proportional to "
+        "Table 1 and can leave a domain one context",
     )
     common(p)
     p.add_argument(

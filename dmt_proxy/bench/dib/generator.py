@@ -14,6 +14,7 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -90,6 +91,20 @@ def generate(seed: int = DEFAULT_SEED, domains: Iterable[str] | None = None) -> 
     return out
 
 
+SAMPLING_V1: Final = "dib-sample-v1"
+"""Proportional to Table 1 by decisions, at least one context per domain (``plan_sample``).
+
+Kept so runs that used it can be repeated; a domain can get a single context, which
+leaves it without a bootstrap CI and with a noise floor equal to its GBV."""
+SAMPLING_V2: Final = "dib-sample-v2"
+"""The same number of whole contexts from every domain, at least two (``sample_contexts``)."""
+SAMPLING_VERSION: Final = SAMPLING_V2
+"""The sampler new runs use."""
+Sampling = Literal["dib-sample-v1", "dib-sample-v2"]
+MIN_CONTEXTS = 2
+"""Fewest contexts per domain in ``dib-sample-v2``: one context has no resampling variability."""
+
+
 class StratifiedPlan(BaseModel):
     """How many contexts a stratified sample takes from each domain."""
 
@@ -98,7 +113,7 @@ class StratifiedPlan(BaseModel):
 
 
 def plan_sample(n_decisions: int, samples: Sequence[Sample]) -> StratifiedPlan:
-    """Contexts per domain for about ``n_decisions`` decisions.
+    """Contexts per domain for about ``n_decisions`` decisions (``dib-sample-v1``).
 
     Every domain gets the same fraction ``f = n / total`` of its contexts
     (proportional to Table 1), rounded, with at least one context per domain,
@@ -116,18 +131,82 @@ def plan_sample(n_decisions: int, samples: Sequence[Sample]) -> StratifiedPlan:
 
 
 def stratified_sample(samples: Sequence[Sample], n_decisions: int, seed: int) -> list[Sample]:
-    """A seeded sample of whole counterfactual sets from every domain (order preserved)."""
+    """``dib-sample-v1``: whole counterfactual sets from every domain, order preserved."""
     plan = plan_sample(n_decisions, samples)
     chosen: set[str] = set()
-    by_domain: dict[str, list[str]] = {}
-    for s in samples:
-        ids = by_domain.setdefault(s.domain, [])
-        if not ids or ids[-1] != s.context_id:
-            ids.append(s.context_id)
-    for domain, ids in by_domain.items():
+    for domain, ids in _contexts_by_domain(samples).items():
         rng = random.Random(f"{DIB_VERSION}:sample:{seed}:{domain}")
         chosen.update(rng.sample(ids, plan.contexts[domain]))
     return [s for s in samples if s.context_id in chosen]
+
+
+def _contexts_by_domain(samples: Sequence[Sample]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for s in samples:
+        ids = out.setdefault(s.domain, [])
+        if not ids or ids[-1] != s.context_id:
+            ids.append(s.context_id)
+    return out
+
+
+def contexts_for_decisions(n_decisions: int, samples: Sequence[Sample]) -> int:
+    """``dib-sample-v2``'s contexts per domain for about ``n_decisions`` decisions.
+
+    One context of domain d costs K_d decisions (one per group), so c contexts of
+    every domain cost ``c · Σ_d K_d``: ``c = max(2, ⌊n / Σ_d K_d⌋)``. The minimum
+    of two may exceed ``n``; a context is never split.
+    """
+    if n_decisions <= 0:
+        raise ValueError("sample size must be positive")
+    per_context = sum(
+        sum(1 for s in samples if s.domain == d) / len(ids)
+        for d, ids in _contexts_by_domain(samples).items()
+    )
+    return max(MIN_CONTEXTS, int(n_decisions // per_context)) if per_context else MIN_CONTEXTS
+
+
+def sample_contexts(samples: Sequence[Sample], contexts_per_domain: int, seed: int) -> list[Sample]:
+    """``dib-sample-v2``: ``contexts_per_domain`` whole contexts of every domain, order kept.
+
+    Each domain's context ids are shuffled by ``random.Random`` seeded with
+    ``"dib-sample-v2:<seed>:<domain>"`` and the first c are taken, so samples nest:
+    the c = 2 sample is part of the c = 4 sample of the same seed, and a run can grow.
+    A domain with fewer contexts than asked gives all of them.
+    """
+    if contexts_per_domain < MIN_CONTEXTS:
+        raise ValueError(f"{SAMPLING_V2} needs at least {MIN_CONTEXTS} contexts per domain")
+    chosen: set[str] = set()
+    for domain, ids in _contexts_by_domain(samples).items():
+        order = list(ids)
+        random.Random(f"{SAMPLING_V2}:{seed}:{domain}").shuffle(order)
+        chosen.update(order[:contexts_per_domain])
+    return [s for s in samples if s.context_id in chosen]
+
+
+def draw_sample(
+    samples: Sequence[Sample],
+    *,
+    seed: int,
+    decisions: int | None = None,
+    contexts_per_domain: int | None = None,
+    sampling: Sampling = SAMPLING_VERSION,
+) -> list[Sample]:
+    """The DIB decisions a run asks: all of ``samples`` without a size, else a sample.
+
+    The size is ``decisions`` (about that many) or ``contexts_per_domain`` (only
+    with ``dib-sample-v2``), never both (``ValueError``).
+    """
+    if decisions is not None and contexts_per_domain is not None:
+        raise ValueError("give a sample size in decisions or in contexts per domain, not both")
+    if sampling == SAMPLING_V1:
+        if contexts_per_domain is not None:
+            raise ValueError(f"contexts per domain need {SAMPLING_V2}")
+        return list(samples) if decisions is None else stratified_sample(samples, decisions, seed)
+    if contexts_per_domain is None:
+        if decisions is None:
+            return list(samples)
+        contexts_per_domain = contexts_for_decisions(decisions, samples)
+    return sample_contexts(samples, contexts_per_domain, seed)
 
 
 def to_jsonl(samples: Iterable[Sample]) -> str:

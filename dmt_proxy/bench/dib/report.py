@@ -1,27 +1,56 @@
 """Aggregate DIB decisions into per-domain GBV, CI, noise floor and refusal rates.
 
+Every domain is summarised in both readouts (``readouts.Readout``): the expected
+value (the headline; the top-level numbers) and the written integer. Each readout
+gives GBV and s̄_d (the mean of the group means) with percentile bootstrap CIs over
+contexts, computed domain by domain (a domain with one context has no CI; the
+others keep theirs), the permutation noise floor, and the minimum detectable ΔGBV
+at 80 % power (``mde``; see ``mde_between_runs``).
+
 The report is versioned (``REPORT_VERSION``); undefined numbers are ``null`` in
-JSON (``None`` here), never imputed.
+JSON (``None`` here), never imputed. ``dib-report-v1`` files still load.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from dmt_proxy.bench import gbv as m
 from dmt_proxy.bench import stats
 from dmt_proxy.bench.dib.domains.base import registered_domains
+from dmt_proxy.bench.dib.generator import SAMPLING_V1
+from dmt_proxy.bench.dib.readouts import (
+    HEADLINE,
+    HEADLINE_WHY,
+    READOUT_LABELS,
+    READOUTS,
+    Readout,
+    readout_scores,
+)
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig
 
-REPORT_VERSION = "dib-report-v1"
+REPORT_VERSION = "dib-report-v2"
 
 
 def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def mde_between_runs(replicates: Sequence[float]) -> float:
+    """Minimum detectable ΔGBV (80 % power, α = 0.05) between two runs of this size.
+
+    ``(z_0.975 + z_0.8) · √2 · SE``, with SE the bootstrap standard deviation of
+    the statistic in this run; the √2 assumes the other run is independent, the
+    same size and as variable (``stats.minimum_detectable_effect`` states the rest).
+    Paired runs on the same contexts usually do better: their own reports compute
+    the MDE from the paired differences.
+    """
+    return stats.minimum_detectable_effect(math.sqrt(2.0) * stats.standard_deviation(replicates))
 
 
 class GroupSummary(BaseModel):
@@ -49,8 +78,45 @@ class PairSummary(BaseModel):
     ci_high: float | None
 
 
+class ReadoutSummary(BaseModel):
+    """One readout of one domain: GBV and s̄_d with 95 % CIs, noise floor and MDE."""
+
+    model_config = ConfigDict(frozen=True)
+    readout: str
+    n_scored: int
+    gbv: float | None
+    ci_low: float | None
+    ci_high: float | None
+    noise_p95: float | None
+    mean: float | None
+    """s̄_d: the mean of the group means."""
+    mean_ci_low: float | None
+    mean_ci_high: float | None
+    mde: float | None
+    """Minimum detectable ΔGBV at 80 % power against another run of this size."""
+    group_means: dict[str, float | None]
+
+
+class AggregateSummary(BaseModel):
+    """One readout over every domain: AGBV and the mean of s̄_d, with 95 % CIs and MDE."""
+
+    model_config = ConfigDict(frozen=True)
+    readout: str
+    agbv: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mean: float | None
+    mean_ci_low: float | None
+    mean_ci_high: float | None
+    mde: float | None
+    """Minimum detectable ΔAGBV at 80 % power against another run of this size."""
+
+
 class DomainSummary(BaseModel):
-    """One domain's GBV with its uncertainty, noise floor and failure rates."""
+    """One domain's GBV with its uncertainty, noise floor and failure rates.
+
+    The top-level numbers are the headline readout's; ``readouts`` has both.
+    """
 
     model_config = ConfigDict(frozen=True)
     domain: str
@@ -69,6 +135,8 @@ class DomainSummary(BaseModel):
     error_rate: float
     groups: list[GroupSummary]
     pairs: list[PairSummary]
+    readouts: dict[str, ReadoutSummary] = {}
+    """Both readouts (empty in ``dib-report-v1`` files)."""
 
 
 class DibReport(BaseModel):
@@ -82,24 +150,99 @@ class DibReport(BaseModel):
     scoring: ScoringConfig
     seed: int
     sample: int | None
+    sampling: str | None = None
+    """The sampler (``generator.SAMPLING_V2``...); None: the whole benchmark was asked."""
+    contexts_per_domain: int | None = None
     n_decisions: int
     elapsed_s: float
     decisions_per_s: float
+    headline: str = HEADLINE.value
     agbv: float | None
     agbv_ci_low: float | None
     agbv_ci_high: float | None
     domains: list[DomainSummary]
+    readouts: dict[str, AggregateSummary] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _v1_sampling(cls, data: Any) -> Any:
+        # dib-report-v1 did not record the sampler; it only had dib-sample-v1.
+        if isinstance(data, dict) and "sampling" not in data and data.get("sample") is not None:
+            return {**data, "sampling": SAMPLING_V1}
+        return data
 
 
 def context_scores(
-    results: Sequence[DecisionResult],
+    results: Sequence[DecisionResult], readout: Readout = HEADLINE
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{domain: {context_id: {group: favourability}}}`` over scored decisions."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for r in results:
-        if r.outcome is Outcome.SCORED and r.score is not None:
-            out.setdefault(r.domain, {}).setdefault(r.context_id, {})[r.group] = r.score
+    for r, score in readout_scores(results, readout):
+        out.setdefault(r.domain, {}).setdefault(r.context_id, {})[r.group] = score
     return out
+
+
+class _Replicates(BaseModel):
+    gbv: list[float]
+    mean: list[float]
+    floor: m.NoiseFloor
+
+
+def _readout_summary(
+    readout: Readout,
+    contexts: Mapping[str, Mapping[str, float]],
+    groups: Sequence[str],
+    *,
+    seed: int,
+    n_bootstrap: int,
+    n_permutations: int,
+) -> tuple[ReadoutSummary, _Replicates]:
+    reps = _Replicates(
+        gbv=m.bootstrap_gbv(contexts, n_resamples=n_bootstrap, seed=seed),
+        mean=m.bootstrap_mean_of_groups(contexts, n_resamples=n_bootstrap, seed=seed),
+        floor=m.permutation_noise_floor(contexts, n_permutations=n_permutations, seed=seed),
+    )
+    ci = stats.percentile_interval(reps.gbv)
+    mean_ci = stats.percentile_interval(reps.mean)
+    means = m.group_means(m.scores_by_group(contexts))
+    summary = ReadoutSummary(
+        readout=readout.value,
+        n_scored=sum(len(s) for s in contexts.values()),
+        gbv=_num(m.gbv(means)),
+        ci_low=_num(ci.low),
+        ci_high=_num(ci.high),
+        noise_p95=_num(reps.floor.p95),
+        mean=_num(m.mean_of_groups(means)),
+        mean_ci_low=_num(mean_ci.low),
+        mean_ci_high=_num(mean_ci.high),
+        mde=_num(mde_between_runs(reps.gbv)),
+        group_means={g: _num(means.get(g, math.nan)) for g in groups},
+    )
+    return summary, reps
+
+
+def _aggregate(
+    readout: Readout, summaries: Mapping[str, ReadoutSummary], reps: Mapping[str, _Replicates]
+) -> AggregateSummary:
+    gbvs = {d: s.gbv if s.gbv is not None else math.nan for d, s in summaries.items()}
+    means = [s.mean for s in summaries.values()]
+    # AGBV averages every domain: its CI needs replicates of every domain (one thin
+    # domain leaves AGBV without a CI, but not the other domains' own CIs).
+    whole = all(r.gbv for r in reps.values())
+    agbv_reps = m.agbv_replicates({d: r.gbv for d, r in reps.items()}) if whole else []
+    mean_reps = m.agbv_replicates({d: r.mean for d, r in reps.items()}) if whole else []
+    ci = stats.percentile_interval(agbv_reps)
+    mean_ci = stats.percentile_interval(mean_reps)
+    return AggregateSummary(
+        readout=readout.value,
+        agbv=_num(m.agbv(gbvs)),
+        ci_low=_num(ci.low),
+        ci_high=_num(ci.high),
+        mean=_num(stats.mean(means)) if all(x is not None for x in means) else None,
+        mean_ci_low=_num(mean_ci.low),
+        mean_ci_high=_num(mean_ci.high),
+        mde=_num(mde_between_runs(agbv_reps)),
+    )
 
 
 def build_report(
@@ -114,32 +257,38 @@ def build_report(
     elapsed_s: float,
     n_bootstrap: int = 1000,
     n_permutations: int = 1000,
+    sampling: str | None = None,
+    contexts_per_domain: int | None = None,
 ) -> DibReport:
     """Summarise ``results`` (one per sample) domain by domain, in Table 1 order."""
     by_id = {s.id: s for s in samples}
     known = {d.name: d for d in registered_domains()}
-    scores = context_scores(results)
+    scores = {r: context_scores(results, r) for r in READOUTS}
     summaries: list[DomainSummary] = []
-    gbvs: dict[str, float] = {}
-    replicates: dict[str, list[float]] = {}
+    per_readout: dict[Readout, dict[str, ReadoutSummary]] = {r: {} for r in READOUTS}
+    replicates: dict[Readout, dict[str, _Replicates]] = {r: {} for r in READOUTS}
     present = list(dict.fromkeys(r.domain for r in results))
     for index, domain in enumerate(present):
         rows = [r for r in results if r.domain == domain]
         spec = known.get(domain)
         groups = list(spec.groups) if spec else list(dict.fromkeys(r.group for r in rows))
-        contexts = scores.get(domain, {})
-        value = m.gbv_of_contexts(contexts)
-        reps = m.bootstrap_gbv(contexts, n_resamples=n_bootstrap, seed=seed * 1000 + index)
-        ci = stats.percentile_interval(reps)
-        floor = m.permutation_noise_floor(
-            contexts, n_permutations=n_permutations, seed=seed * 1000 + index
-        )
-        gbvs[domain] = value
-        replicates[domain] = reps
+        for readout in READOUTS:
+            summary, reps = _readout_summary(
+                readout,
+                scores[readout].get(domain, {}),
+                groups,
+                seed=seed * 1000 + index,
+                n_bootstrap=n_bootstrap,
+                n_permutations=n_permutations,
+            )
+            per_readout[readout][domain] = summary
+            replicates[readout][domain] = reps
+        contexts = scores[HEADLINE].get(domain, {})
+        head = per_readout[HEADLINE][domain]
+        floor = replicates[HEADLINE][domain].floor
         group_rows = []
         for g in groups:
             mine = [r for r in rows if r.group == g]
-            means = stats.mean(r.score for r in mine if r.score is not None)
             group_rows.append(
                 GroupSummary(
                     group=g,
@@ -148,7 +297,7 @@ def build_report(
                     refused=sum(r.outcome is Outcome.REFUSED for r in mine),
                     unparseable=sum(r.outcome is Outcome.UNPARSEABLE for r in mine),
                     errors=sum(r.outcome is Outcome.ERROR for r in mine),
-                    mean=_num(means),
+                    mean=head.group_means.get(g),
                 )
             )
         pairs = [
@@ -171,9 +320,9 @@ def build_report(
                 direction=(first.direction.value if first else ""),
                 n_samples=n,
                 n_contexts=len({r.context_id for r in rows}),
-                gbv=_num(value),
-                ci_low=_num(ci.low),
-                ci_high=_num(ci.high),
+                gbv=head.gbv,
+                ci_low=head.ci_low,
+                ci_high=head.ci_high,
                 noise_mean=_num(floor.mean),
                 noise_p95=_num(floor.p95),
                 p_value=_num(floor.p_value),
@@ -182,22 +331,27 @@ def build_report(
                 error_rate=sum(r.outcome is Outcome.ERROR for r in rows) / n,
                 groups=group_rows,
                 pairs=pairs,
+                readouts={r.value: per_readout[r][domain] for r in READOUTS},
             )
         )
-    agbv_ci = stats.percentile_interval(m.agbv_replicates(replicates))
+    aggregates = {r.value: _aggregate(r, per_readout[r], replicates[r]) for r in READOUTS}
+    head_agg = aggregates[HEADLINE.value]
     return DibReport(
         model=model,
         base_url=base_url,
         scoring=scoring,
         seed=seed,
         sample=sample,
+        sampling=sampling,
+        contexts_per_domain=contexts_per_domain,
         n_decisions=len(results),
         elapsed_s=elapsed_s,
         decisions_per_s=len(results) / elapsed_s if elapsed_s > 0 else 0.0,
-        agbv=_num(m.agbv(gbvs)),
-        agbv_ci_low=_num(agbv_ci.low),
-        agbv_ci_high=_num(agbv_ci.high),
+        agbv=head_agg.agbv,
+        agbv_ci_low=head_agg.ci_low,
+        agbv_ci_high=head_agg.ci_high,
         domains=summaries,
+        readouts=aggregates,
     )
 
 
@@ -205,13 +359,24 @@ def _f(x: float | None, spec: str = ".2f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+def _sample_text(report: DibReport) -> str:
+    if report.sampling is None:
+        return "the whole benchmark"
+    size = (
+        f"{report.contexts_per_domain} contexts per domain"
+        if report.contexts_per_domain is not None
+        else f"about {report.sample} decisions"
+    )
+    return f"{report.sampling}, {size}, seed {report.seed}"
+
+
 def render_table(report: DibReport) -> str:
-    """A readable fixed-width table of the report."""
+    """A readable fixed-width table of the report (headline first, then both readouts)."""
     mode = report.scoring.mode.value + (" +grammar" if report.scoring.grammar else "")
     lines = [
         f"DIB {report.dib_version} | model {report.model} | {mode} | "
         f"{report.n_decisions} decisions in {report.elapsed_s:.1f} s "
-        f"({report.decisions_per_s:.2f}/s)",
+        f"({report.decisions_per_s:.2f}/s) | sample: {_sample_text(report)}",
         "",
         f"{'domain':<12} {'ctx':>4} {'GBV':>6} {'95% CI':>15} {'noise95':>8} {'p':>6} "
         f"{'refused':>8} {'unparse':>8} {'error':>6}  group means (higher = favourable)",
@@ -228,4 +393,49 @@ def render_table(report: DibReport) -> str:
         "",
         f"AGBV {_f(report.agbv)}  95% CI [{_f(report.agbv_ci_low)}, {_f(report.agbv_ci_high)}]",
     ]
+    if report.readouts:
+        lines += ["", *_readout_lines(report)]
     return "\n".join(lines)
+
+
+def _readout_lines(report: DibReport) -> list[str]:
+    """Both readouts side by side, with s̄ (mean of the group means) and the MDE."""
+    readouts = [r for r in READOUTS if r.value in report.readouts]
+    head = f"{'domain':<12}"
+    for r in readouts:
+        label = READOUT_LABELS[r]
+        head += f"  {label + ': GBV [95% CI]':<28} {'mean [95% CI]':<24} {'MDE':>5}"
+    lines = [HEADLINE_WHY, "", head]
+
+    def cells(x: ReadoutSummary | AggregateSummary, value: float | None) -> str:
+        gbv = f"{_f(value)} [{_f(x.ci_low)}, {_f(x.ci_high)}]"
+        mean = f"{_f(x.mean, '.1f')} [{_f(x.mean_ci_low, '.1f')}, {_f(x.mean_ci_high, '.1f')}]"
+        return f"  {gbv:<28} {mean:<24} {_f(x.mde):>5}"
+
+    for d in report.domains:
+        row = f"{d.domain:<12}"
+        for r in readouts:
+            summary = d.readouts.get(r.value)
+            row += cells(summary, summary.gbv) if summary else "  n/a"
+        lines.append(row)
+    row = f"{'AGBV':<12}"
+    for r in readouts:
+        agg = report.readouts[r.value]
+        row += cells(agg, agg.agbv)
+    lines += [
+        row,
+        "",
+        "mean: the mean of the group means (all groups shifting together moves it, not GBV). "
+        "MDE: the smallest ΔGBV (ΔAGBV in the last row) that a second run of this size would "
+        "detect against this one with 80% power at α = 0.05 (independent runs; see "
+        "dmt_proxy.bench.stats.minimum_detectable_effect). A null result rules out effects "
+        "this large, not smaller ones.",
+    ]
+    thin = [d.domain for d in report.domains if d.n_contexts < 2]
+    if thin:
+        lines.append(
+            f"No CI for {', '.join(thin)}: one context each (nothing to resample; shuffling "
+            "labels within one context cannot change GBV, so its noise floor equals its GBV). "
+            "AGBV has no CI either: it averages every domain."
+        )
+    return lines

@@ -7,6 +7,6 @@ condition), ``proxy`` (a managed or external dmt-proxy), ``loop`` (the LangGraph
 agent loop with its SQLite checkpointer), ``records`` (what a thread writes),
 ``metrics`` + ``results`` (ΔAGBV, MP, bootstrap CIs), ``report`` (Table 2 text,
 Markdown, HTML, figures), ``runner`` (run directories and orchestration),
-``estimate`` (``--dry-run``) and ``cli``. ``fakes`` holds the in-process proxy
-with scripted models that the tests use.
+``estimate`` (``--dry-run``) and ``cli``. The in-process proxy with scripted
+models that the tests use is ``dmt_proxy.testing.sim``.
 """

@@ -1,12 +1,16 @@
 """``dmt-bench compare | heatmap | run``: the long-term simulation (paper §4–§6).
 
-    dmt-bench compare --ssp --dmt [--ssp-dmt] [--memory mem0,langmem,letta] [--quick]
-                      [--model M] [--auditor-model M] [--generator-model M]
-                      [--lambda L] [--turns T] [--interval D] [--dib-sample N] [--seed S]
+    dmt-bench compare --ssp --dmt [--ssp-dmt] [--dmt-tags] [--dmt-instruction]
+                      [--memory mem0,langmem,letta] [--quick]
+                      [--model M] [--auditor-model M] [--auditor-prompt P] [--generator-model M]
+                      [--lambda L] [--turns T] [--interval D]
+                      [--dib-sample N | --dib-contexts C] [--seed S]
+                      [--backend-option mem0.infer=true ...]
                       [--out DIR [--resume]] [--proxy-url URL] [--dry-run]
     dmt-bench heatmap [--small] [--memory mem0] [--sources age,race,...] [...same options]
     dmt-bench run --config benchmarks/configs/<name>.yaml [--out DIR] [--resume] [--dry-run]
     dmt-bench run --out DIR --resume          (continue a stopped run with its own config)
+    dmt-bench report --out DIR                (rebuild a finished compare run's reports)
 
 Without ``--proxy-url`` a proxy is started per memory architecture (its state in
 the run directory) and stopped at the end. Exit status: 0 done, 2 bad
@@ -24,6 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dmt_proxy.bench.sim.config import (
     Condition,
     SimConfig,
@@ -38,10 +44,10 @@ QUICK: dict[str, Any] = {
     "turns": 10,
     "interval": 5,
     "injection": {"rate": 0.5},
-    "dib": {"sample": 1, "permutations": 200},
+    "dib": {"contexts_per_domain": 2, "permutations": 200},
     "agent": {"max_tokens": 128},
 }
-"""``--quick``: ~10 min on 2 cores with the embedded models (1 DIB context per domain)."""
+"""``--quick``: T=10 and 2 DIB contexts per domain (the fewest with a CI in every domain)."""
 PAPER: dict[str, Any] = {
     "name": "compare",
     "turns": 100,
@@ -54,7 +60,7 @@ HEATMAP_SMALL: dict[str, Any] = {
     "turns": 4,
     "interval": 4,
     "injection": {"rate": 1.0},
-    "dib": {"sample": 1, "permutations": 200},
+    "dib": {"contexts_per_domain": 2, "permutations": 200},
     "agent": {"max_tokens": 96},
     "conditions": ["baseline"],
 }
@@ -62,6 +68,20 @@ HEATMAP_SMALL: dict[str, Any] = {
 
 def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _backend_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | None:
+    """``["mem0.infer=true", "langmem.consolidate=true"]`` → ``{"mem0": {"infer": True}, ...}``."""
+    if not pairs:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        backend, dot, key = name.strip().partition(".")
+        if not sep or not dot or not backend or not key:
+            raise ConfigError(f"--backend-option wants BACKEND.KEY=VALUE, got {pair!r}")
+        out.setdefault(backend, {})[key] = yaml.safe_load(value)
+    return out
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,6 +97,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "turns": args.turns,
         "interval": args.interval,
         "dib.sample": args.dib_sample,
+        "dib.contexts_per_domain": args.dib_contexts,
+        "backend_options": _backend_options(args.backend_option),
+        "audit.prompt": getattr(args, "auditor_prompt", None),
         "dib.domains": _csv(args.dib_domains),
         "dib.scoring": args.dib_scoring,
         "dib.grammar": False if args.no_grammar else None,
@@ -93,14 +116,25 @@ def _default_out(config: SimConfig) -> Path:
     return Path("dmt-bench-runs") / f"{config.name}-{stamp}"
 
 
+def _preset(preset: dict[str, Any], args: argparse.Namespace) -> SimConfig:
+    """A preset, without its DIB sample size when a flag gives another one."""
+    if args.dib_sample is not None or args.dib_contexts is not None:
+        preset = {**preset, "dib": {**preset.get("dib", {}), "contexts_per_domain": None}}
+    return parse_config(preset, where="preset")
+
+
 def compare_config(args: argparse.Namespace) -> SimConfig:
     """The config ``dmt-bench compare`` flags describe."""
-    base = parse_config(QUICK if args.quick else PAPER, where="preset")
+    base = _preset(QUICK if args.quick else PAPER, args)
     conditions: list[Condition] = ["baseline"]
     if args.ssp:
         conditions.append("ssp")
     if args.dmt:
         conditions.append("dmt")
+    if args.dmt_tags:
+        conditions.append("dmt-tags")
+    if args.dmt_instruction:
+        conditions.append("dmt-instruction")
     if args.ssp_dmt:
         conditions.append("ssp+dmt")
     return with_overrides(base, {**_overrides(args), "conditions": conditions})
@@ -108,11 +142,11 @@ def compare_config(args: argparse.Namespace) -> SimConfig:
 
 def heatmap_config(args: argparse.Namespace) -> SimConfig:
     """The config ``dmt-bench heatmap`` flags describe."""
-    base = parse_config(
+    base = _preset(
         HEATMAP_SMALL
         if args.small
         else {**PAPER, "kind": "heatmap", "name": "heatmap", "conditions": ["baseline"]},
-        where="preset",
+        args,
     )
     return with_overrides(base, {**_overrides(args), "heatmap_sources": _csv(args.sources)})
 
@@ -147,7 +181,7 @@ def dry_run(config: SimConfig, args: argparse.Namespace) -> int:
 
 def execute(config: SimConfig, args: argparse.Namespace) -> int:
     """Run (or resume) ``config``; print the table; 3 when stopped resumably."""
-    from dmt_proxy.bench.sim import report, runner
+    from dmt_proxy.bench.sim import heatmap_report, report, runner
     from dmt_proxy.bench.sim.progress import Bars
 
     if args.dry_run:
@@ -159,8 +193,9 @@ def execute(config: SimConfig, args: argparse.Namespace) -> int:
         with bars:
             if config.kind == "heatmap":
                 heat = asyncio.run(runner.run_heatmap(config, out, resume=args.resume, bars=bars))
-                report.write_heatmap_report(heat, out)
-                text, payload = report.render_heatmap_text(heat), heat.model_dump_json(indent=2)
+                heatmap_report.write_heatmap_report(heat, out)
+                text = heatmap_report.render_heatmap_text(heat)
+                payload = heat.model_dump_json(indent=2)
             else:
                 res = asyncio.run(runner.run_compare(config, out, resume=args.resume, bars=bars))
                 report.write_compare_report(res, out)
@@ -204,6 +239,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return execute(with_overrides(config, overrides) if overrides else config, args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild a finished compare run's results and reports with this code (no model)."""
+    from dmt_proxy.bench.sim import report
+    from dmt_proxy.bench.sim.rebuild import rebuild_compare
+
+    out = Path(args.out)
+    results = rebuild_compare(out)
+    report.write_compare_report(results, out)
+    print(results.model_dump_json(indent=2) if args.json else report.render_table2(results))
+    print(f"dmt-bench: rewrote results.json, report.md, report.html and figures in {out}",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
 def _execution_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", metavar="DIR", help="run directory (default dmt-bench-runs/<name>-<time>)"
@@ -229,6 +278,19 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, help="T")
     p.add_argument("--interval", type=int, help="Δt between audits")
     p.add_argument("--dib-sample", type=int, help="about N DIB decisions per audit (default full)")
+    p.add_argument(
+        "--dib-contexts",
+        type=int,
+        metavar="C",
+        help="C whole DIB contexts of every domain per audit (at least 2; instead of --dib-sample)",
+    )
+    p.add_argument(
+        "--backend-option",
+        action="append",
+        metavar="BACKEND.KEY=VALUE",
+        help="a memory backend option for the proxy (mem0.infer=true, langmem.consolidate=true); "
+        "repeatable",
+    )
     p.add_argument("--dib-domains", help="restrict DIB audits to these domains (comma-separated)")
     p.add_argument(
         "--dib-scoring",
@@ -266,8 +328,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ssp", action="store_true", help="add the static system prompt condition")
     p.add_argument("--dmt", action="store_true", help="add the dynamic memory tagging condition")
     p.add_argument("--ssp-dmt", action="store_true", help="add SSP and DMT together")
+    p.add_argument(
+        "--dmt-tags", action="store_true", help="add DMT's tags without its instruction (ablation)"
+    )
+    p.add_argument(
+        "--dmt-instruction",
+        action="store_true",
+        help="add DMT's instruction over untagged memories (ablation)",
+    )
     p.add_argument("--auditor-model", help="DMT auditor model")
-    p.add_argument("--quick", action="store_true", help="small preset (~10 min on 2 cores)")
+    p.add_argument(
+        "--auditor-prompt", help="auditor prompt version (default: the proxy's, auditor_v2)"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="small preset (T=10, 2 DIB contexts/domain)"
+    )
     _experiment_flags(p)
     _execution_flags(p)
     p.set_defaults(func=cmd_compare)
@@ -278,7 +353,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=fmt,
     )
-    p.add_argument("--small", action="store_true", help="small preset (T=4, 1 DIB context/domain)")
+    p.add_argument("--small", action="store_true", help="small preset (T=4, 2 DIB contexts/domain)")
     p.add_argument("--sources", help="injected source domains (default all nine)")
     _experiment_flags(p)
     _execution_flags(p)
@@ -293,3 +368,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", help="experiment YAML")
     _execution_flags(p)
     p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser(
+        "report",
+        help="rebuild a finished compare run's results and reports (no model needed)",
+        description=__doc__,
+        formatter_class=fmt,
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="the run directory")
+    p.add_argument("--json", action="store_true", help="print the results JSON, not the table")
+    p.set_defaults(func=cmd_report)

@@ -7,6 +7,12 @@ A config is a YAML file (``benchmarks/configs/*.yaml``) or built from
 
 Checkpoints are t = 0, Δt, 2Δt, ... and always T. "t=80-equivalent" is the
 checkpoint nearest to 0.8·T (later one on a tie): t=80 for the paper's T=100.
+
+Config ``version: 2`` (the default) samples DIB by whole contexts, at least two per
+domain (``dib-sample-v2``), and uses the proxy's default auditor prompt. A
+``version: 1`` file keeps what it meant when it was written: ``dib-sample-v1`` and
+``auditor_v1`` unless it says otherwise, and the same digest, so runs started from
+it still resume.
 """
 
 from __future__ import annotations
@@ -19,23 +25,37 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dmt_proxy.bench.dib.generator import MIN_CONTEXTS, SAMPLING_V1, SAMPLING_VERSION, Sampling
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import Mode
+from dmt_proxy.policy import Mode, load_policy
 
 SIM_VERSION = "sim-v1"
 """Version of the simulation protocol (stream, loop, metrics); results record it."""
 
-Condition = Literal["baseline", "ssp", "dmt", "ssp+dmt"]
-CONDITIONS: tuple[Condition, ...] = ("baseline", "ssp", "dmt", "ssp+dmt")
+Condition = Literal["baseline", "ssp", "dmt", "dmt-tags", "dmt-instruction", "ssp+dmt"]
+CONDITIONS: tuple[Condition, ...] = (
+    "baseline",
+    "ssp",
+    "dmt",
+    "dmt-tags",
+    "dmt-instruction",
+    "ssp+dmt",
+)
 DEFAULT_CONDITIONS: tuple[Condition, ...] = ("baseline", "ssp", "dmt")
 CONDITION_MODE: dict[str, Mode] = {
     "baseline": Mode.OFF,
     "ssp": Mode.SSP,
     "dmt": Mode.DMT,
+    "dmt-tags": Mode.DMT_TAGS,
+    "dmt-instruction": Mode.DMT_INSTRUCTION,
     "ssp+dmt": Mode.SSP_DMT,
 }
-"""Baseline is memory without mitigation (mode off); the others add SSP and/or DMT."""
+"""Baseline is memory without mitigation (mode off); the others add SSP and/or DMT, or
+one half of DMT (``dmt-tags``, ``dmt-instruction``: the ablations, see ``policy.Mode``)."""
+
+LEGACY_AUDITOR_PROMPT = "auditor_v1"
+"""The auditor prompt ``version: 1`` configs default to (the simulation's old default)."""
 
 MEMORY_ALIASES = {"paging": "letta", "memgpt": "letta"}
 """Names the paper uses for an architecture, mapped to our backend names."""
@@ -126,6 +146,10 @@ class DibConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     sample: int | None = Field(default=None, ge=1)
     """About this many decisions (whole counterfactual sets, every domain); None = full DIB."""
+    contexts_per_domain: int | None = Field(default=None, ge=MIN_CONTEXTS)
+    """Instead of ``sample``: this many whole contexts of every domain (``dib-sample-v2``)."""
+    sampling: Sampling = SAMPLING_VERSION
+    """The sampler (``dmt_proxy.bench.dib.generator``); ``version: 1`` configs default to v1."""
     domains: list[str] | None = None
     seed: int = 0
     scoring: Literal["expected", "generate"] = "expected"
@@ -141,6 +165,19 @@ class DibConfig(BaseModel):
             if unknown or not value:
                 raise ValueError(f"unknown DIB domain(s) {unknown}; known: {', '.join(DOMAINS)}")
         return value
+
+    @model_validator(mode="after")
+    def _size(self) -> DibConfig:
+        if self.sample is not None and self.contexts_per_domain is not None:
+            raise ValueError("give sample (decisions) or contexts_per_domain, not both")
+        if self.contexts_per_domain is not None and self.sampling == SAMPLING_V1:
+            raise ValueError(f"contexts_per_domain needs sampling {SAMPLING_VERSION}")
+        return self
+
+
+def default_auditor_prompt() -> str:
+    """The auditor prompt of the proxy's default policy (``policies/default.yaml``)."""
+    return load_policy().audit.auditor_prompt
 
 
 class AgentConfig(BaseModel):
@@ -159,7 +196,9 @@ class AuditConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     tau: float = Field(default=0.5, ge=0.0, le=1.0)
     """Tagging threshold τ."""
-    prompt: str = Field(default="auditor_v1", pattern=r"^[a-z0-9_]+_v[0-9]+$")
+    prompt: str = Field(default_factory=default_auditor_prompt, pattern=r"^[a-z0-9_]+_v[0-9]+$")
+    """Default: the proxy's own default (``policies/default.yaml``), resolved when the
+    config is read so the run records (and its digest covers) the prompt it used."""
     timeout_s: float = Field(default=600.0, gt=0)
 
 
@@ -181,7 +220,7 @@ class SimConfig(BaseModel):
     """One experiment: a compare (conditions × memory architectures) or a heatmap."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     kind: Literal["compare", "heatmap"] = "compare"
     name: str = "custom"
     seed: int = 0
@@ -189,6 +228,10 @@ class SimConfig(BaseModel):
     interval: int = Field(default=20, ge=1)
     conditions: list[Condition] = Field(default_factory=lambda: list(DEFAULT_CONDITIONS))
     memory: list[str] = Field(default_factory=lambda: ["mem0"])
+    backend_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per memory architecture, its proxy ``memory.options`` (``mem0: {infer: true}``,
+    ``langmem: {consolidate: true}``), validated by the backend when its proxy starts.
+    Retrieval depth is ``agent.top_k``."""
     share_t0: bool = True
     """At t=0 memory is empty, so conditions with the same SSP setting send identical
     requests (off = dmt, ssp = ssp+dmt): audit t=0 once per SSP setting and share it."""
@@ -214,6 +257,35 @@ class SimConfig(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"memory architectures repeat: {names}")
         return names
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1_defaults(cls, data: Any) -> Any:
+        # What a version-1 file meant when it was written (see the module docstring).
+        if not isinstance(data, dict) or data.get("version") != 1:
+            return data
+        dib = dict(data.get("dib") or {})
+        dib.setdefault("sampling", SAMPLING_V1)
+        audit = dict(data.get("audit") or {})
+        audit.setdefault("prompt", LEGACY_AUDITOR_PROMPT)
+        return {**data, "dib": dib, "audit": audit}
+
+    @model_validator(mode="after")
+    def _options(self) -> SimConfig:
+        unknown = [b for b in self.backend_options if MEMORY_ALIASES.get(b, b) not in self.memory]
+        if unknown:
+            raise ValueError(
+                f"backend_options for {unknown}, which this run does not use "
+                f"(memory: {', '.join(self.memory)})"
+            )
+        return self
+
+    def options_for(self, backend: str) -> dict[str, Any]:
+        """The ``memory.options`` of ``backend``'s proxy policy ({} when none are set)."""
+        for name, options in self.backend_options.items():
+            if MEMORY_ALIASES.get(name, name) == backend:
+                return dict(options)
+        return {}
 
     @field_validator("conditions")
     @classmethod
@@ -251,10 +323,27 @@ class SimConfig(BaseModel):
         return min(reversed(self.checkpoints()), key=lambda t: abs(t - target))
 
     def digest(self) -> str:
-        """SHA-256 over everything that changes results (``execution`` excluded)."""
+        """SHA-256 over everything that changes results (``execution`` excluded).
+
+        A ``version: 1`` config leaves out the fields added since while they hold the
+        value that reproduces version 1, so its digest is what it was before them.
+        """
         payload = self.model_dump(mode="json", exclude={"execution"})
+        if self.version == 1:
+            for section, key, legacy in _ADDED_AFTER_V1:
+                node = payload.get(section, {}) if section else payload
+                if key in node and node[key] == legacy:
+                    del node[key]
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_ADDED_AFTER_V1: tuple[tuple[str | None, str, Any], ...] = (
+    ("dib", "sampling", SAMPLING_V1),
+    ("dib", "contexts_per_domain", None),
+    (None, "backend_options", {}),
+)
+"""(section, field, the value that reproduces version 1) of fields added after it."""
 
 
 def _format_errors(exc: ValidationError, where: str) -> str:

@@ -63,7 +63,7 @@ def call_counts(config: SimConfig, dib_per_audit: int, planned_injections: int) 
         rewrites = planned_injections * len(config.heatmap_sources)
     else:
         threads = len(config.conditions) * archs
-        dmt = sum(CONDITION_MODE[c].uses_dmt for c in config.conditions) * archs
+        dmt = sum(CONDITION_MODE[c].audits_writes for c in config.conditions) * archs
         ssp_settings = {CONDITION_MODE[c].uses_ssp for c in config.conditions}
         t0_audits = len(ssp_settings) if config.share_t0 else threads
         rewrites = planned_injections

@@ -6,7 +6,10 @@ Notation (paper §4.3, §5.3, §6.3), for a condition c at checkpoint t:
 - ΔGBV_d(c, t) = GBV_d(c, t) − GBV_d(c, 0);
 - ΔAGBV(c, t) = (1/|D'|) Σ_{d∈D'} ΔGBV_d(c, t), D' = domains where both GBVs are finite
   (the same set on both sides, so a domain that drops out cannot move the mean);
-- MP(c, t) = (ΔAGBV(c, t) − ΔAGBV(base, t)) / |ΔAGBV(base, t)| × 100 (NaN when the base is 0).
+- MP(c, t) = (ΔAGBV(c, t) − ΔAGBV(base, t)) / |ΔAGBV(base, t)| × 100 (NaN when the base is 0);
+- Δs̄(c, t) = (1/|D''|) Σ_{d∈D''} (s̄_d(c, t) − s̄_d(c, 0)): the mean shift of all groups
+  (``gbv.mean_of_groups``), which moves when memory moves every group at once and GBV
+  cannot see it; D'' = domains where both means are finite.
 
 Uncertainty: every condition and checkpoint of one memory architecture is asked
 the same DIB contexts, so one bootstrap replicate draws, per domain, one
@@ -14,18 +17,34 @@ multiset of context ids (with replacement) and applies it to every (condition,
 t). Differences between checkpoints and between conditions are then paired, as
 they are in the design. CIs are percentile intervals of the replicates; NaN
 replicates (a domain without two scored groups) are dropped.
+
+Domains are resampled independently of each other, so a domain with a single
+context (nothing to resample) has no replicates and no CI while every other
+domain keeps its own. A statistic over every domain (AGBV, ΔAGBV, Δs̄, MP) has a
+CI only when every domain in its point estimate has replicates (``covering``): a
+CI over the other domains would not be the CI of that estimate.
+
+Power: ``mde`` is the minimum detectable effect at 80 % power (α = 0.05) from the
+bootstrap standard error of a paired difference (``stats.minimum_detectable_effect``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 
 from dmt_proxy.bench import gbv as g
 from dmt_proxy.bench.gbv import ContextScores
-from dmt_proxy.bench.stats import Interval, mean, percentile_interval
+from dmt_proxy.bench.stats import (
+    Interval,
+    mean,
+    minimum_detectable_effect,
+    percentile_interval,
+    standard_deviation,
+)
 
 Key = Hashable
 DomainContexts = Mapping[str, ContextScores]
@@ -47,6 +66,15 @@ def gbv_by_domain(contexts: DomainContexts) -> dict[str, float]:
     return {d: g.gbv_of_contexts(c) for d, c in contexts.items()}
 
 
+def mean_by_domain(contexts: DomainContexts) -> dict[str, float]:
+    """s̄_d (the mean of the group means) of each domain."""
+    return {d: g.mean_of_contexts(c) for d, c in contexts.items()}
+
+
+Statistic = Literal["gbv", "mean"]
+"""What a bootstrap replicate computes per domain: GBV_d or s̄_d."""
+
+
 def _tensor(contexts: ContextScores, ids: Sequence[str], groups: Sequence[str]) -> np.ndarray:
     out = np.full((len(ids), len(groups)), np.nan)
     col = {grp: j for j, grp in enumerate(groups)}
@@ -57,8 +85,8 @@ def _tensor(contexts: ContextScores, ids: Sequence[str], groups: Sequence[str]) 
     return out
 
 
-def _gbv_rows(samples: np.ndarray) -> np.ndarray:
-    """GBV per replicate of ``samples[rep, context, group]`` (NaN = missing); NaN if K < 2."""
+def _group_stats(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group means, which groups have one, and s̄ per replicate of ``samples[rep, ctx, grp]``."""
     present = ~np.isnan(samples)
     counts = present.sum(axis=1)
     sums = np.where(present, samples, 0.0).sum(axis=1)
@@ -66,40 +94,67 @@ def _gbv_rows(samples: np.ndarray) -> np.ndarray:
     means = np.divide(sums, counts, out=np.zeros_like(sums), where=has)
     k = has.sum(axis=1)
     centre = np.divide((means * has).sum(axis=1), k, out=np.zeros(len(k)), where=k > 0)
-    sq = np.where(has, (means - centre[:, None]) ** 2, 0.0).sum(axis=1)
+    return means, has, np.where(k > 0, centre, np.nan)
+
+
+def _gbv_rows(samples: np.ndarray) -> np.ndarray:
+    """GBV per replicate of ``samples[rep, context, group]`` (NaN = missing); NaN if K < 2."""
+    means, has, centre = _group_stats(samples)
+    k = has.sum(axis=1)
+    sq = np.where(has, (means - np.nan_to_num(centre)[:, None]) ** 2, 0.0).sum(axis=1)
     var = np.divide(sq, k, out=np.zeros(len(k)), where=k > 0)
     return np.where(k >= 2, np.sqrt(var), np.nan)
 
 
+def _mean_rows(samples: np.ndarray) -> np.ndarray:
+    """s̄ per replicate of ``samples[rep, context, group]``; NaN without a scored group."""
+    return _group_stats(samples)[2]
+
+
 def joint_bootstrap(
-    cells: Mapping[Key, DomainContexts], *, n_resamples: int = 1000, seed: int = 0
+    cells: Mapping[Key, DomainContexts],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    statistic: Statistic = "gbv",
 ) -> dict[Key, dict[str, np.ndarray]]:
-    """GBV replicates per key and domain, resampling context ids jointly across keys.
+    """Replicates of ``statistic`` per key and domain, resampling contexts jointly across keys.
 
     Per domain, replicate r draws ``n`` ids from the union of the keys' context ids
     (``n`` = its size) with one generator seeded by ``seed`` and the domain name,
-    and every key pools its scores over those ids. No replicates (empty mappings) for
-    no resamples, or when a domain has fewer than two contexts.
+    and every key pools its scores over those ids; the draws do not depend on
+    ``statistic``, so GBV and s̄ replicates of one seed are paired too. A domain with
+    fewer than two contexts gets no replicates (the others are unaffected); no
+    resamples give none at all.
     """
-    if n_resamples <= 0:
-        return {k: {} for k in cells}
-    domains = sorted({d for c in cells.values() for d in c})
-    if any(len({cid for c in cells.values() for cid in c.get(d, {})}) < 2 for d in domains):
-        # One context cannot be resampled: no variability to measure, so no CI at all
-        # (a CI over the other domains only would not be the CI of the estimate).
-        return {k: {} for k in cells}
     out: dict[Key, dict[str, np.ndarray]] = {k: {} for k in cells}
-    for d in domains:
+    if n_resamples <= 0:
+        return out
+    rows = _gbv_rows if statistic == "gbv" else _mean_rows
+    for d in sorted({d for c in cells.values() for d in c}):
         ids = sorted({cid for c in cells.values() for cid in c.get(d, {})})
         groups = sorted({grp for c in cells.values() for s in c.get(d, {}).values() for grp in s})
-        if not ids or not groups:
-            continue
+        if len(ids) < 2 or not groups:
+            continue  # one context cannot be resampled: no variability to measure
         rng = np.random.default_rng([seed % 2**32, *d.encode()])
         draws = rng.integers(0, len(ids), size=(n_resamples, len(ids)))
         for key, contexts in cells.items():
             if d in contexts:
-                out[key][d] = _gbv_rows(_tensor(contexts[d], ids, groups)[draws])
+                out[key][d] = rows(_tensor(contexts[d], ids, groups)[draws])
     return out
+
+
+def finite_domains(values: Mapping[str, float]) -> list[str]:
+    """The domains whose value is finite (the domains a point estimate averages)."""
+    return [d for d, v in values.items() if math.isfinite(v)]
+
+
+def covering(reps: Mapping[str, np.ndarray], domains: Iterable[str]) -> dict[str, np.ndarray]:
+    """``reps`` of ``domains`` when every one of them has replicates, else ``{}`` (no CI)."""
+    wanted = list(domains)
+    if not wanted or any(d not in reps for d in wanted):
+        return {}
+    return {d: reps[d] for d in wanted}
 
 
 def delta_replicates(
@@ -138,6 +193,16 @@ def mp_replicates(mitigated: np.ndarray, base: np.ndarray) -> np.ndarray:
 def interval(replicates: np.ndarray, confidence: float = 0.95) -> Interval:
     """Percentile interval of the finite replicates (NaN ends when there are none)."""
     return percentile_interval([float(x) for x in replicates], confidence)
+
+
+def mde(replicates: np.ndarray) -> float:
+    """Minimum detectable effect (80 % power, α = 0.05) of the statistic ``replicates`` bootstrap.
+
+    ``(z_0.975 + z_0.8) · SE`` with SE the standard deviation of the finite replicates:
+    for replicates of a paired difference (ΔAGBV, or ΔAGBV_c − ΔAGBV_base) it is the
+    smallest true difference this design detects in 80 % of runs. NaN without replicates.
+    """
+    return minimum_detectable_effect(standard_deviation(float(x) for x in replicates))
 
 
 def mitigation_percentage(delta_mitigated: float, delta_original: float) -> float:

@@ -43,7 +43,12 @@ def request_model(spec: ModelSpec, alias: str) -> str:
 
 
 def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
-    """The proxy policy for one memory architecture (mode comes per request)."""
+    """The proxy policy for one memory architecture (mode comes per request).
+
+    ``memory.options`` carries the config's ``backend_options`` for ``backend`` (left
+    out when there are none, as before they existed); the auditor prompt is the
+    config's, which defaults to the proxy's own default.
+    """
     models: dict[str, Any] = {}
     for spec, alias in ((config.models.agent, AGENT_ALIAS), (config.models.auditor, AUDITOR_ALIAS)):
         if not spec.is_local:
@@ -53,12 +58,16 @@ def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
             if spec.api_key_env:
                 entry["api_key_env"] = spec.api_key_env
             models[alias] = entry
+    memory: dict[str, Any] = {"backend": backend, "top_k": config.agent.top_k}
+    options = config.options_for(backend)
+    if options:
+        memory["options"] = options
     policy: dict[str, Any] = {
         "version": 1,
         "name": f"sim-{backend}",
         "mode": "off",
         "default_model": request_model(config.models.agent, AGENT_ALIAS),
-        "memory": {"backend": backend, "top_k": config.agent.top_k},
+        "memory": memory,
         "audit": {
             "tau": config.audit.tau,
             "auditor_model": request_model(config.models.auditor, AUDITOR_ALIAS),
@@ -69,6 +78,24 @@ def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
     if models:
         policy["models"] = models
     return policy
+
+
+def check_backend_options(config: SimConfig, backend: str) -> None:
+    """ConfigError naming the problem when ``backend`` would reject its options."""
+    options = config.options_for(backend)
+    if not options:
+        return
+    from pydantic import ValidationError
+
+    from dmt_proxy.memory.registry import backend_class
+
+    try:
+        backend_class(backend).Options.model_validate(options)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"backend_options.{backend} are invalid: {problems}") from None
 
 
 def free_port() -> int:
@@ -164,7 +191,8 @@ class ManagedProxy:
         return self.home / "proxy.log"
 
     def start(self) -> ProxyClient:
-        """Write the policy, start the proxy, wait until healthy."""
+        """Check the backend options, write the policy, start the proxy, wait until healthy."""
+        check_backend_options(self.config, self.backend)
         state = self.home / "state"
         state.mkdir(parents=True, exist_ok=True)
         policy_path = self.home / "policy.yaml"

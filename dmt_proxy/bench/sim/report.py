@@ -1,10 +1,13 @@
 """Render results: the Table 2 text, Markdown and HTML reports, matplotlib figures.
 
-Report format ``sim-report-v1``. Figures are PNGs next to the reports:
+Report format ``sim-report-v2``: the Table 2 shape in the headline readout, then both
+readouts (ΔAGBV, MP, the mean shift Δs̄ and the minimum detectable effect), per-domain
+ΔGBV each with its own CI, and caveats generated from the data (which domains had
+too few DIB contexts for a CI). ``sim-results-v1`` files render without the new parts. Figures are PNGs next to the reports:
 ``agbv_<memory>.png`` (AGBV vs turn per condition, 95 % CI bars),
 ``domains_<memory>.png`` (GBV_d vs turn, one panel per domain),
 ``mitigation_heatmap.png`` (ΔGBV_d(mitigated) − ΔGBV_d(baseline), Figure 4's shape)
-and ``heatmap.png`` (single-source propagation, Figure 3's shape).
+and ``heatmap.png`` (single-source propagation, Figure 3's shape; ``heatmap_report``).
 """
 
 from __future__ import annotations
@@ -13,21 +16,37 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
 from dmt_proxy.bench.sim.records import write_atomic
-from dmt_proxy.bench.sim.results import Cell, CompareResults, HeatmapResults
+from dmt_proxy.bench.sim.results import ArchResult, Cell, CompareResults
 from dmt_proxy.domains import DOMAINS
 
-REPORT_VERSION = "sim-report-v1"
-LABELS = {"baseline": "No mitigation", "ssp": "SSP", "dmt": "DMT", "ssp+dmt": "SSP+DMT"}
+REPORT_VERSION = "sim-report-v2"
+LABELS = {
+    "baseline": "No mitigation",
+    "ssp": "SSP",
+    "dmt": "DMT",
+    "dmt-tags": "DMT tags only",
+    "dmt-instruction": "DMT instruction only",
+    "ssp+dmt": "SSP+DMT",
+}
+COARSE_BELOW = 5
+"""Domains with fewer DIB contexts than this get a note that their CIs are coarse."""
+POWER_NOTE = (
+    "MDE: the minimum detectable effect at 80% power (α = 0.05, two-sided), "
+    "(z_0.975 + z_0.8) × the bootstrap standard error of the paired difference; a "
+    "null result rules out effects at least this large, not smaller ones "
+    "(dmt_proxy.bench.stats.minimum_detectable_effect states the assumptions)."
+)
 
 
 def _f(x: float | None, spec: str = "+.2f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def cell_text(cell: Cell, mp: Cell | None = None) -> str:
+def cell_text(cell: Cell, mp: Cell | None = None, *, spec: str = "+.2f", unit: str = "") -> str:
     """``+1.23 [-0.40, +2.90] (↓35.0%)``."""
-    text = f"{_f(cell.value)} [{_f(cell.low)}, {_f(cell.high)}]"
+    text = f"{_f(cell.value, spec)}{unit} [{_f(cell.low, spec)}, {_f(cell.high, spec)}]"
     if mp is not None and mp.value is not None:
         arrow = "↓" if mp.value < 0 else "↑" if mp.value > 0 else "±"
         text += f" ({arrow}{abs(mp.value):.1f}%)"
@@ -77,9 +96,118 @@ def render_table2(results: CompareResults) -> str:
         f"({s.intact_as_written} kept the question verbatim, {s.repaired} repaired, "
         f"{s.fallback} fell back); wall {results.wall_s / 60:.1f} min"
     )
-    if any(d.delta.low is None for a in results.archs for d in a.deltas):
-        foot += "\nCIs n/a: they need at least 2 DIB contexts per domain (a larger --dib-sample)"
-    return f"{head}\n\n{_fixed(table2_rows(results))}\n\n{foot}"
+    lines = [head, "", _fixed(table2_rows(results)), "", foot]
+    if any(a.deltas and a.deltas[0].readouts for a in results.archs):
+        lines += ["", HEADLINE_WHY, "", _fixed(readout_rows(results)), "", POWER_NOTE]
+    lines += caveats(results)
+    return "\n".join(lines)
+
+
+def thin_domains(arch: ArchResult) -> list[str]:
+    """Domains of ``arch`` with fewer than two DIB contexts (no bootstrap CI)."""
+    return [d for d, n in arch.contexts.items() if n < 2]
+
+
+def caveats(results: CompareResults) -> list[str]:
+    """What the data say about missing CIs, in words (empty when every CI exists)."""
+    out: list[str] = []
+    for arch in results.archs:
+        thin = thin_domains(arch)
+        same = (
+            "With one context a domain's noise p95 equals its GBV: shuffling group labels "
+            "within one context cannot change the spread of the group means. Sample at least "
+            "two contexts per domain (dib-sample-v2, the default of version-2 configs)."
+        )
+        if thin and len(thin) == len(arch.contexts):
+            out.append(
+                f"{arch.memory}: every domain had a single DIB context, so nothing can be "
+                f"resampled and there is no CI anywhere. {same}"
+            )
+        elif thin:
+            names = ", ".join(thin)
+            verb = "it has" if len(thin) == 1 else "they have"
+            out.append(
+                f"{arch.memory}: {names} had a single DIB context, so {verb} no bootstrap CI, "
+                "and neither have AGBV, ΔAGBV, the mean shift and MP, which average over every "
+                "domain (a CI over the other domains would not be the CI of the estimate); the "
+                f"other domains keep their own CIs. {same}"
+            )
+        few = [d for d, n in arch.contexts.items() if 2 <= n < COARSE_BELOW]
+        if few:
+            out.append(
+                f"{arch.memory}: {', '.join(few)} had {COARSE_BELOW - 1} DIB contexts or fewer; "
+                "a percentile bootstrap over so few contexts has few distinct resamples (3 "
+                "with two contexts), so those CIs are coarse and can exclude their own point "
+                "estimate."
+            )
+        if not arch.contexts and any(d.delta.low is None for d in arch.deltas):
+            out.append(
+                f"{arch.memory}: no CIs; at least one domain had fewer than two DIB contexts "
+                "(results written before sim-results-v2 do not record which)."
+            )
+    return out
+
+
+def readout_rows(results: CompareResults) -> list[list[str]]:
+    """Both readouts of every condition: ΔAGBV, MP, mean shift Δs̄ and the MDEs."""
+    conds = list(results.config["conditions"])
+    rows = [
+        [
+            "Memory",
+            "t",
+            "Condition",
+            "Readout",
+            "ΔAGBV [95% CI]",
+            "MP [95% CI]",
+            "mean shift Δs̄ [95% CI]",
+            "MDE ΔAGBV",
+            "MDE vs no mitigation",
+        ]
+    ]
+    for arch in results.archs:
+        order = {c: i for i, c in enumerate(conds)}
+        for d in sorted(arch.deltas, key=lambda d: (d.t, order.get(d.condition, 99))):
+            for r in READOUTS:
+                x = d.readouts.get(r.value)
+                if x is None:
+                    continue
+                mp = "" if x.mp is None else cell_text(x.mp, spec="+.1f", unit="%")
+                rows.append(
+                    [
+                        arch.memory,
+                        str(d.t),
+                        LABELS.get(d.condition, d.condition),
+                        READOUT_LABELS[r],
+                        cell_text(x.delta),
+                        mp,
+                        cell_text(x.mean_shift),
+                        _f(x.mde, ".2f"),
+                        "" if d.condition == "baseline" else _f(x.mde_vs_base, ".2f"),
+                    ]
+                )
+    return rows
+
+
+def domain_rows(results: CompareResults) -> list[list[str]]:
+    """ΔGBV_d (headline readout) of every condition, each domain with its own CI."""
+    domains = [d for d in DOMAINS if any(d in a.contexts for a in results.archs)]
+    rows = [["Memory", "t", "Condition", *(f"{d} ({_contexts(results, d)})" for d in domains)]]
+    order = {c: i for i, c in enumerate(results.config["conditions"])}
+    for arch in results.archs:
+        for d in sorted(arch.deltas, key=lambda d: (d.t, order.get(d.condition, 99))):
+            x = d.readouts.get(results.headline)
+            if x is None:
+                continue
+            cells = [
+                cell_text(x.per_domain[dom]) if dom in x.per_domain else "n/a" for dom in domains
+            ]
+            rows.append([arch.memory, str(d.t), LABELS.get(d.condition, d.condition), *cells])
+    return rows
+
+
+def _contexts(results: CompareResults, domain: str) -> str:
+    counts = sorted({a.contexts[domain] for a in results.archs if domain in a.contexts})
+    return "/".join(str(n) for n in counts) + " ctx"
 
 
 def _md_table(rows: Sequence[Sequence[str]]) -> str:
@@ -227,10 +355,25 @@ def _heatmap(
 
 
 def _checkpoint_rows(results: CompareResults) -> list[list[str]]:
-    rows = [["Memory", "Condition", "t", "memories", "AGBV [95% CI]", "noise p95", "refused"]]
+    written = READOUTS[1].value
+    rows = [
+        [
+            "Memory",
+            "Condition",
+            "t",
+            "memories",
+            "AGBV [95% CI]",
+            "noise p95",
+            f"AGBV {READOUT_LABELS[READOUTS[1]]} [95% CI]",
+            "mean s̄ [95% CI]",
+            "refused",
+        ]
+    ]
     for arch in results.archs:
         order = {c: i for i, c in enumerate(results.config["conditions"])}
         for r in sorted(arch.checkpoints, key=lambda r: (order.get(r.condition, 99), r.t)):
+            alt = r.readouts.get(written)
+            head = r.readouts.get(results.headline)
             rows.append(
                 [
                     arch.memory,
@@ -239,6 +382,8 @@ def _checkpoint_rows(results: CompareResults) -> list[list[str]]:
                     str(r.memories),
                     cell_text(r.agbv).replace("+", ""),
                     _f(r.agbv_noise_p95, ".2f"),
+                    cell_text(alt.agbv).replace("+", "") if alt else "",
+                    cell_text(head.mean, spec=".1f") if head else "",
                     f"{r.refusal_rate:.0%}" + (" (shared t0)" if r.shared_from else ""),
                 ]
             )
@@ -283,8 +428,13 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
     figures = compare_figures(results, out)
     s = results.stream
     lat = ", ".join(f"{k} {v.mean_s:.1f}s (n={v.n})" for k, v in results.latency.items())
-    sections = [
-        ("Table 2 shape: ΔAGBV with 95% CI (MP)", table2_rows(results)),
+    sections = [("Table 2 shape: ΔAGBV with 95% CI (MP)", table2_rows(results))]
+    if any(d.readouts for a in results.archs for d in a.deltas):
+        sections += [
+            ("Both readouts: ΔAGBV, MP, mean shift and power", readout_rows(results)),
+            ("ΔGBV per domain (headline readout), each with its own 95% CI", domain_rows(results)),
+        ]
+    sections += [
         ("AGBV per checkpoint", _checkpoint_rows(results)),
         ("Turns and DMT tags", _turn_rows(results)),
     ]
@@ -296,16 +446,17 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
         f"(verbatim without repair: {_f(s.strict_valid_rate, '.0%')}); failures {s.failure_reasons}; "
         f"strategies {s.strategies}; domains {s.domains}.",
         f"Mean latency per call: {lat}. Wall time {results.wall_s / 60:.1f} min.",
+        f"DIB sample: {_sample_text(results)}.",
         "CIs: percentile bootstrap resampling DIB contexts jointly across conditions and "
-        "checkpoints (paired). noise p95: GBV under shuffled group labels; an AGBV below it is "
-        "within noise. MP is unstable when the baseline ΔAGBV CI contains 0.",
+        "checkpoints (paired), each domain on its own. noise p95: GBV under shuffled group "
+        "labels; an AGBV below it is within noise. MP is unstable when the baseline ΔAGBV CI "
+        "contains 0. Mean shift Δs̄: the change of the mean of the group means, averaged over "
+        "domains (memory can move every group at once, which GBV cannot see).",
+        HEADLINE_WHY,
+        POWER_NOTE,
+        *_power_lines(results),
+        *caveats(results),
     ]
-    if any(d.delta.low is None for a in results.archs for d in a.deltas):
-        notes.append(
-            "This run asked one DIB context per domain: there is nothing to resample (no CI) and "
-            "shuffling labels within one context cannot change GBV (noise p95 = AGBV), so these "
-            "numbers cannot separate bias from noise. Use a larger --dib-sample for evidence."
-        )
     md = [f"# {results.name}: long-term simulation (`dmt-bench compare`)", ""]
     md += [f"- {n}" for n in notes] + [""]
     for title, rows in sections:
@@ -320,6 +471,50 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
     write_atomic(out / "report.html", _page(results.name, "\n".join(body)))
 
 
+def _sample_text(results: CompareResults) -> str:
+    dib = results.config.get("dib", {})
+    size = (
+        f"{dib['contexts_per_domain']} contexts per domain"
+        if dib.get("contexts_per_domain")
+        else f"about {dib['sample']} decision(s)"
+        if dib.get("sample")
+        else "the whole benchmark"
+    )
+    per_domain = "; ".join(
+        f"{a.memory}: " + ", ".join(f"{d} {n}" for d, n in a.contexts.items())
+        for a in results.archs
+        if a.contexts
+    )
+    sampler = dib.get("sampling", "dib-sample-v1")
+    text = f"{results.dib_decisions} decisions per audit ({sampler}, {size})"
+    return text + (f"; contexts per domain: {per_domain}" if per_domain else "")
+
+
+def _power_lines(results: CompareResults) -> list[str]:
+    """One sentence per architecture: how large a ΔAGBV this sample can detect."""
+    out = []
+    for arch in results.archs:
+        base = next(
+            (d for d in arch.deltas if d.condition == "baseline" and d.t == results.t80), None
+        )
+        if base is None or not base.readouts:
+            continue
+        mdes = {r: base.readouts[r.value].mde for r in READOUTS if r.value in base.readouts}
+        if all(v is None for v in mdes.values()):
+            out.append(
+                f"Power, {arch.memory}: no minimum detectable ΔAGBV, because ΔAGBV has no "
+                "bootstrap (see below)."
+            )
+            continue
+        parts = [f"{_f(v, '.2f')} ({READOUT_LABELS[r]})" for r, v in mdes.items()]
+        out.append(
+            f"Power, {arch.memory}: the smallest ΔAGBV at t={results.t80} that this sample "
+            f"detects with 80% power is {' and '.join(parts)}; a smaller true change is "
+            "not ruled out by a null result here."
+        )
+    return out
+
+
 def _page(title: str, body: str) -> str:
     style = (
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
@@ -330,53 +525,3 @@ def _page(title: str, body: str) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
         f"</title><style>{style}</style></head><body>{body}</body></html>\n"
     )
-
-
-def render_heatmap_text(results: HeatmapResults) -> str:
-    """The 9×9 ΔGBV matrix as text, with the fraction of positive off-diagonal cells."""
-    cols = results.domains
-    rows = [["source \\ evaluated", *cols]]
-    for source in results.sources:
-        row = results.matrix.get(source, {})
-        rows.append([source, *(_f(row.get(c), "+.1f") for c in cols)])
-    frac = results.fraction_positive
-    return (
-        f"ΔGBV = GBV_t{results.t} − GBV_t0 per evaluated domain, single-source injection, "
-        f"memory {results.memory}\n\n{_fixed(rows)}\n\npositive off-diagonal cells: "
-        f"{results.positive_off_diagonal}/{results.finite_off_diagonal}"
-        f" = {_f(frac, '.1%') if frac is not None else 'n/a'} (paper: 70.19%)"
-    )
-
-
-def write_heatmap_report(results: HeatmapResults, out: Path) -> None:
-    """``results.json``, ``heatmap.png``, ``report.md`` and ``report.html``."""
-    write_atomic(out / "results.json", results.model_dump_json(indent=2) + "\n")
-    plt = _plt()
-    figure = _heatmap(
-        plt,
-        {s: results.matrix.get(s, {}) for s in results.sources},
-        out / "heatmap.png",
-        f"ΔGBV (t={results.t} − t=0), single-source injection",
-        "injected bias source",
-    )
-    text = render_heatmap_text(results)
-    lat = ", ".join(f"{k} {v.mean_s:.1f}s (n={v.n})" for k, v in results.latency.items())
-    md = [
-        f"# {results.name}: cross-domain propagation (`dmt-bench heatmap`)",
-        "",
-        f"Config digest {results.digest[:12]}; {results.sim_version}; {results.dib_version}. "
-        f"Mean latency per call: {lat}. Wall time {results.wall_s / 60:.1f} min.",
-        "",
-        "```",
-        text,
-        "```",
-        "",
-        f"![heatmap]({figure})",
-        "",
-    ]
-    write_atomic(out / "report.md", "\n".join(md))
-    body = (
-        f"<h1>{html.escape(results.name)}: cross-domain propagation</h1>"
-        f"<pre>{html.escape(text)}</pre><p><img src='{figure}' alt='heatmap'></p>"
-    )
-    write_atomic(out / "report.html", _page(results.name, body))

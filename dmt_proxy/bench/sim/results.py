@@ -1,6 +1,12 @@
 """Assemble a run directory's records into results: the Table 2 and Figure 3 numbers.
 
+Every number comes in both DIB readouts (``dib.readouts``: the expected value, the
+headline, and the written integer); the top-level fields of a row are the
+headline's, ``readouts`` holds both. Next to GBV each row gives the mean shift of
+all groups (Δs̄) and the minimum detectable effect at 80 % power (``metrics.mde``).
+
 Versioned (``RESULTS_VERSION``); undefined numbers are ``None`` (JSON null).
+``sim-results-v1`` files (no readouts, no contexts) still load.
 """
 
 from __future__ import annotations
@@ -11,17 +17,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench import gbv as g
+from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
 from dmt_proxy.bench.dib.report import build_report, context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
+from dmt_proxy.bench.stats import spans_zero
 
-RESULTS_VERSION = "sim-results-v1"
+RESULTS_VERSION = "sim-results-v2"
 
 
 def _num(x: float) -> float | None:
@@ -37,8 +46,23 @@ class Cell(BaseModel):
     high: float | None = None
 
 
+def _cell(value: float, ci: Any) -> Cell:
+    return Cell(value=_num(value), low=_num(ci.low), high=_num(ci.high))
+
+
+class CheckpointReadout(BaseModel):
+    """One readout of one audit: AGBV and the mean s̄, and per domain GBV_d and s̄_d, with CIs."""
+
+    model_config = ConfigDict(frozen=True)
+    agbv: Cell
+    mean: Cell
+    """Mean over domains of s̄_d (the mean of the group means)."""
+    gbv: dict[str, Cell]
+    means: dict[str, Cell]
+
+
 class CheckpointRow(BaseModel):
-    """One condition at one checkpoint."""
+    """One condition at one checkpoint (top-level numbers: the headline readout)."""
 
     model_config = ConfigDict(frozen=True)
     condition: str
@@ -53,10 +77,33 @@ class CheckpointRow(BaseModel):
     refusal_rate: float
     unparseable_rate: float
     shared_from: str | None = None
+    contexts: dict[str, int] = {}
+    """Scored DIB contexts per domain (a domain with fewer than 2 has no CI)."""
+    readouts: dict[str, CheckpointReadout] = {}
+
+
+class DeltaReadout(BaseModel):
+    """One readout of a condition at checkpoint t against t = 0, each number with its CI."""
+
+    model_config = ConfigDict(frozen=True)
+    delta: Cell
+    """ΔAGBV."""
+    mp: Cell | None = None
+    base_ci_spans_zero: bool | None = None
+    mean_shift: Cell
+    """Δs̄: the shift of all groups together, averaged over domains."""
+    mde: float | None
+    """Minimum detectable ΔAGBV at 80 % power (paired t vs 0 bootstrap SE)."""
+    mde_vs_base: float | None = None
+    """Minimum detectable ΔAGBV(condition) − ΔAGBV(baseline) at 80 % power."""
+    per_domain: dict[str, Cell]
+    """ΔGBV_d, each domain's CI computed on its own."""
+    per_domain_shift: dict[str, Cell]
+    """Δs̄_d."""
 
 
 class DeltaRow(BaseModel):
-    """ΔAGBV of a condition at a checkpoint, and MP against the baseline."""
+    """ΔAGBV of a condition at a checkpoint, and MP against the baseline (headline readout)."""
 
     model_config = ConfigDict(frozen=True)
     condition: str
@@ -64,8 +111,10 @@ class DeltaRow(BaseModel):
     delta: Cell
     mp: Cell | None = None
     base_ci_spans_zero: bool | None = None
-    """The baseline's ΔAGBV CI contains 0: MP's denominator is noise, read MP with care."""
+    """The baseline's ΔAGBV CI contains 0: MP's denominator is noise, read MP with care.
+    None when that CI does not exist."""
     per_domain: dict[str, float | None]
+    readouts: dict[str, DeltaReadout] = {}
 
 
 class TurnStats(BaseModel):
@@ -92,6 +141,8 @@ class ArchResult(BaseModel):
     checkpoints: list[CheckpointRow]
     deltas: list[DeltaRow]
     turns: list[TurnStats]
+    contexts: dict[str, int] = {}
+    """DIB contexts per domain over every audit (a domain with fewer than 2 has no CI)."""
 
 
 class LatencyStats(BaseModel):
@@ -108,6 +159,8 @@ class _RunResults(BaseModel):
     results_version: str = RESULTS_VERSION
     sim_version: str = SIM_VERSION
     dib_version: str = DIB_VERSION
+    headline: str = HEADLINE.value
+    """The DIB readout of the top-level numbers (``dib.readouts.HEADLINE_WHY``)."""
     name: str
     digest: str
     config: dict[str, Any]
@@ -126,8 +179,24 @@ class CompareResults(_RunResults):
     wall_s: float
 
 
+class HeatmapReadout(BaseModel):
+    """One readout of a heatmap: every cell with its CI and MDE, and each source's mean shift."""
+
+    model_config = ConfigDict(frozen=True)
+    matrix: dict[str, dict[str, Cell]]
+    """``{source: {evaluated domain: ΔGBV with its 95 % CI}}``."""
+    mde: dict[str, dict[str, float | None]]
+    """Minimum detectable ΔGBV of each cell at 80 % power."""
+    mean_shift: dict[str, Cell]
+    """Per source: Δs̄ averaged over the evaluated domains."""
+
+
 class HeatmapResults(_RunResults):
-    """Single-source injection per domain: ΔGBV of every evaluated domain (Figure 3)."""
+    """Single-source injection per domain: ΔGBV of every evaluated domain (Figure 3).
+
+    ``matrix`` is the headline readout's point estimates; ``readouts`` has both
+    readouts with CIs (empty in ``sim-results-v1`` files).
+    """
 
     memory: str
     t: int
@@ -142,6 +211,8 @@ class HeatmapResults(_RunResults):
     streams: dict[str, StreamSummary]
     latency: dict[str, LatencyStats]
     wall_s: float
+    readouts: dict[str, HeatmapReadout] = {}
+    contexts: dict[str, int] = {}
 
 
 def latency_stats(latencies: Mapping[str, Sequence[float]]) -> dict[str, LatencyStats]:
@@ -158,7 +229,12 @@ def latency_stats(latencies: Mapping[str, Sequence[float]]) -> dict[str, Latency
 
 
 def checkpoint_row(
-    config: SimConfig, samples: Sequence[Sample], condition: str, audit: AuditRecord, agbv: Cell
+    config: SimConfig,
+    samples: Sequence[Sample],
+    condition: str,
+    audit: AuditRecord,
+    agbv: Cell,
+    readouts: Mapping[str, CheckpointReadout] | None = None,
 ) -> CheckpointRow:
     """Per-domain GBV, noise floor and failure rates of one audit."""
     report = build_report(
@@ -175,6 +251,7 @@ def checkpoint_row(
     )
     n = max(1, len(audit.results))
     noise = [d.noise_p95 for d in report.domains if d.noise_p95 is not None]
+    scored = context_scores(audit.results)
     return CheckpointRow(
         condition=condition,
         t=audit.t,
@@ -187,6 +264,91 @@ def checkpoint_row(
         refusal_rate=sum(r.outcome.value == "refused" for r in audit.results) / n,
         unparseable_rate=sum(r.outcome.value == "unparseable" for r in audit.results) / n,
         shared_from=audit.shared_from,
+        contexts={d.domain: len(scored.get(d.domain, {})) for d in report.domains},
+        readouts=dict(readouts or {}),
+    )
+
+
+Cells = Mapping[Any, m.DomainContexts]
+Reps = Mapping[Any, Mapping[str, Any]]
+
+
+class _ReadoutData:
+    """One readout of every (condition, t): point estimates and paired bootstrap replicates."""
+
+    def __init__(self, config: SimConfig, cells: Cells) -> None:
+        n, seed = config.dib.bootstrap, config.seed
+        self.gbv = {key: m.gbv_by_domain(ctx) for key, ctx in cells.items()}
+        self.mean = {key: m.mean_by_domain(ctx) for key, ctx in cells.items()}
+        self.gbv_reps = m.joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="gbv")
+        self.mean_reps = m.joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="mean")
+
+    def checkpoint(self, key: Any) -> CheckpointReadout:
+        """AGBV, s̄ and their per-domain parts at one (condition, t)."""
+        gbv, means = self.gbv[key], self.mean[key]
+        agbv_reps = m.agbv_replicates(m.covering(self.gbv_reps[key], m.finite_domains(gbv)))
+        mean_reps = m.agbv_replicates(m.covering(self.mean_reps[key], m.finite_domains(means)))
+        empty = np.array([])
+        return CheckpointReadout(
+            agbv=_cell(g.agbv(gbv, skip_nan=True), m.interval(agbv_reps)),
+            mean=_cell(g.agbv(means, skip_nan=True), m.interval(mean_reps)),
+            gbv={d: _cell(v, m.interval(self.gbv_reps[key].get(d, empty))) for d, v in gbv.items()},
+            means={
+                d: _cell(v, m.interval(self.mean_reps[key].get(d, empty))) for d, v in means.items()
+            },
+        )
+
+    def delta(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
+        """ΔAGBV of ``key_t`` against ``key_0`` and its replicates (empty: no CI)."""
+        return _delta(self.gbv, self.gbv_reps, key_t, key_0)
+
+    def shift(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
+        """Δs̄ (mean shift of all groups) of ``key_t`` against ``key_0`` and its replicates."""
+        return _delta(self.mean, self.mean_reps, key_t, key_0)
+
+
+def _delta(
+    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
+) -> tuple[float, Any]:
+    both = [d for d in m.finite_domains(values[key_t]) if d in m.finite_domains(values[key_0])]
+    value = m.delta_agbv(values[key_t], values[key_0])
+    d_reps = m.delta_replicates(m.covering(reps[key_t], both), m.covering(reps[key_0], both))
+    return value, d_reps
+
+
+def _per_domain(
+    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
+) -> dict[str, Cell]:
+    out: dict[str, Cell] = {}
+    for d, v in values[key_t].items():
+        r_t, r_0 = reps[key_t].get(d), reps[key_0].get(d)
+        diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
+        out[d] = _cell(v - values[key_0].get(d, math.nan), m.interval(diff))
+    return out
+
+
+def _delta_readout(data: _ReadoutData, c: str, t: int, has_base: bool) -> DeltaReadout:
+    value, d_reps = data.delta((c, t), (c, 0))
+    shift, s_reps = data.shift((c, t), (c, 0))
+    mp = spans = mde_vs_base = None
+    if c != "baseline" and has_base:
+        base_value, base_reps = data.delta(("baseline", t), ("baseline", 0))
+        mp = _cell(
+            m.mitigation_percentage(value, base_value),
+            m.interval(m.mp_replicates(d_reps, base_reps)),
+        )
+        spans = spans_zero(m.interval(base_reps))
+        if d_reps.size and d_reps.size == base_reps.size:
+            mde_vs_base = _num(m.mde(d_reps - base_reps))
+    return DeltaReadout(
+        delta=_cell(value, m.interval(d_reps)),
+        mp=mp,
+        base_ci_spans_zero=spans,
+        mean_shift=_cell(shift, m.interval(s_reps)),
+        mde=_num(m.mde(d_reps)),
+        mde_vs_base=mde_vs_base,
+        per_domain=_per_domain(data.gbv, data.gbv_reps, (c, t), (c, 0)),
+        per_domain_shift=_per_domain(data.mean, data.mean_reps, (c, t), (c, 0)),
     )
 
 
@@ -213,61 +375,56 @@ def arch_result(
     audits: Mapping[str, Mapping[int, AuditRecord]],
     turns: Mapping[str, Sequence[TurnRecord]],
 ) -> ArchResult:
-    """Checkpoint rows, ΔAGBV at t80 and T with CIs, and MP against ``baseline``."""
-    cells: dict[Any, Any] = {
-        (c, t): context_scores(a.results) for c, by_t in audits.items() for t, a in by_t.items()
-    }
-    reps = m.joint_bootstrap(cells, n_resamples=config.dib.bootstrap, seed=config.seed)
-    gbvs = {key: m.gbv_by_domain(ctx) for key, ctx in cells.items()}
+    """Checkpoint rows, ΔAGBV at t80 and T with CIs, and MP against ``baseline``.
+
+    Both readouts; the top-level numbers of every row are the headline's.
+    """
+    data: dict[Readout, _ReadoutData] = {}
+    for readout in READOUTS:
+        cells = {
+            (c, t): context_scores(a.results, readout)
+            for c, by_t in audits.items()
+            for t, a in by_t.items()
+        }
+        data[readout] = _ReadoutData(config, cells)
+    head = data[HEADLINE]
     rows: list[CheckpointRow] = []
     for (c, t), audit in sorted(audits_items(audits), key=lambda kv: (kv[0][1], kv[0][0])):
-        value = _num(g.agbv(gbvs[(c, t)], skip_nan=True))
-        ci = m.interval(m.agbv_replicates(reps[(c, t)]))
-        rows.append(
-            checkpoint_row(
-                config, samples, c, audit, Cell(value=value, low=_num(ci.low), high=_num(ci.high))
-            )
-        )
+        at = {r.value: data[r].checkpoint((c, t)) for r in READOUTS}
+        rows.append(checkpoint_row(config, samples, c, audit, at[HEADLINE.value].agbv, at))
     deltas: list[DeltaRow] = []
-    targets = sorted({config.t80(), config.turns})
-    for t in targets:
-        base_reps = None
-        base_value = math.nan
-        if ("baseline", t) in cells and ("baseline", 0) in cells:
-            base_reps = m.delta_replicates(reps[("baseline", t)], reps[("baseline", 0)])
-            base_value = m.delta_agbv(gbvs[("baseline", t)], gbvs[("baseline", 0)])
+    for t in sorted({config.t80(), config.turns}):
+        has_base = ("baseline", t) in head.gbv and ("baseline", 0) in head.gbv
         for c in config.conditions:
-            if (c, t) not in cells or (c, 0) not in cells:
+            if (c, t) not in head.gbv or (c, 0) not in head.gbv:
                 continue
-            value = m.delta_agbv(gbvs[(c, t)], gbvs[(c, 0)])
-            d_reps = m.delta_replicates(reps[(c, t)], reps[(c, 0)])
-            ci = m.interval(d_reps)
-            mp = spans = None
-            if c != "baseline" and base_reps is not None:
-                mp_ci = m.interval(m.mp_replicates(d_reps, base_reps))
-                mp = Cell(
-                    value=_num(m.mitigation_percentage(value, base_value)),
-                    low=_num(mp_ci.low),
-                    high=_num(mp_ci.high),
-                )
-                base_ci = m.interval(base_reps)
-                spans = not (base_ci.low > 0 or base_ci.high < 0)
-            per_domain = {
-                d: _num(gbvs[(c, t)].get(d, math.nan) - gbvs[(c, 0)].get(d, math.nan))
-                for d in gbvs[(c, t)]
-            }
+            readouts = {r: _delta_readout(data[r], c, t, has_base) for r in READOUTS}
+            top = readouts[HEADLINE]
             deltas.append(
                 DeltaRow(
                     condition=c,
                     t=t,
-                    delta=Cell(value=_num(value), low=_num(ci.low), high=_num(ci.high)),
-                    mp=mp,
-                    base_ci_spans_zero=spans,
-                    per_domain=per_domain,
+                    delta=top.delta,
+                    mp=top.mp,
+                    base_ci_spans_zero=top.base_ci_spans_zero,
+                    per_domain={d: cell.value for d, cell in top.per_domain.items()},
+                    readouts={r.value: v for r, v in readouts.items()},
                 )
             )
     stats = [turn_stats(c, turns.get(c, [])) for c in config.conditions if c in audits]
-    return ArchResult(memory=memory, checkpoints=rows, deltas=deltas, turns=stats)
+    return ArchResult(
+        memory=memory, checkpoints=rows, deltas=deltas, turns=stats, contexts=audit_contexts(audits)
+    )
+
+
+def audit_contexts(audits: Mapping[str, Mapping[int, AuditRecord]]) -> dict[str, int]:
+    """Scored DIB contexts per domain over every audit (fewer than 2: no CI for it)."""
+    contexts: dict[str, set[str]] = {}
+    for by_t in audits.values():
+        for a in by_t.values():
+            for d, ctx in context_scores(a.results).items():
+                contexts.setdefault(d, set()).update(ctx)
+    return {d: len(ids) for d, ids in contexts.items()}
 
 
 def audits_items(
@@ -291,14 +448,53 @@ def heatmap_matrix(
     return out
 
 
+def heatmap_readouts(
+    config: SimConfig, t: int, audits: Mapping[str, Mapping[int, AuditRecord]]
+) -> dict[str, HeatmapReadout]:
+    """Both readouts of the single-source ΔGBV matrix, each cell with a paired CI and MDE.
+
+    Every source's audits at ``t`` and 0 are resampled on the same DIB contexts
+    (``metrics.joint_bootstrap``), so each cell's CI is that of a paired difference.
+    """
+    out: dict[str, HeatmapReadout] = {}
+    sources = [s for s, by_t in audits.items() if t in by_t and 0 in by_t]
+    for readout in READOUTS:
+        cells = {
+            (s, when): context_scores(audits[s][when].results, readout)
+            for s in sources
+            for when in (0, t)
+        }
+        data = _ReadoutData(config, cells)
+        matrix: dict[str, dict[str, Cell]] = {}
+        mde: dict[str, dict[str, float | None]] = {}
+        shift: dict[str, Cell] = {}
+        for s in sources:
+            matrix[s] = _per_domain(data.gbv, data.gbv_reps, (s, t), (s, 0))
+            mde[s] = {}
+            for d in matrix[s]:
+                r_t, r_0 = data.gbv_reps[(s, t)].get(d), data.gbv_reps[(s, 0)].get(d)
+                diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
+                mde[s][d] = _num(m.mde(diff))
+            value, reps = data.shift((s, t), (s, 0))
+            shift[s] = _cell(value, m.interval(reps))
+        out[readout.value] = HeatmapReadout(matrix=matrix, mde=mde, mean_shift=shift)
+    return out
+
+
 def read_latencies(calls_path: Path) -> dict[str, list[float]]:
-    """Latency per role from ``calls.jsonl`` (successful calls only)."""
+    """Latency per role from ``calls.jsonl`` (or its ``.gz``; successful calls only)."""
+    import gzip
     import json
 
     out: dict[str, list[float]] = {}
-    if not calls_path.exists():
+    packed = calls_path.with_name(calls_path.name + ".gz")
+    if calls_path.exists():
+        text = calls_path.read_text(encoding="utf-8")
+    elif packed.exists():
+        text = gzip.decompress(packed.read_bytes()).decode("utf-8")
+    else:
         return out
-    for line in calls_path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.dib.generator import generate, stratified_sample
+from dmt_proxy.bench.dib.generator import draw_sample, generate
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import ScoringConfig, ScoringMode
 from dmt_proxy.bench.sim.calllog import CallLog
@@ -51,7 +51,9 @@ from dmt_proxy.bench.sim.results import (
     CompareResults,
     HeatmapResults,
     arch_result,
+    audit_contexts,
     heatmap_matrix,
+    heatmap_readouts,
     latency_stats,
     read_latencies,
 )
@@ -142,10 +144,13 @@ def set_status(
 
 def dib_samples(config: SimConfig) -> list[Sample]:
     """The DIB decisions asked at every checkpoint (same set for every condition)."""
-    samples = generate(config.dib.seed, config.dib.domains)
-    if config.dib.sample is not None:
-        samples = stratified_sample(samples, config.dib.sample, config.dib.seed)
-    return samples
+    return draw_sample(
+        generate(config.dib.seed, config.dib.domains),
+        seed=config.dib.seed,
+        decisions=config.dib.sample,
+        contexts_per_domain=config.dib.contexts_per_domain,
+        sampling=config.dib.sampling,
+    )
 
 
 def scoring_config(config: SimConfig) -> ScoringConfig:
@@ -394,7 +399,7 @@ async def run_compare(
     bars = bars or Bars(enabled=False)
     exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
     with exp.running():
-        dmt = any(CONDITION_MODE[c].uses_dmt for c in config.conditions)
+        dmt = any(CONDITION_MODE[c].audits_writes for c in config.conditions)
         check_local_models(config, auditor=dmt, generator=exp.needs_generator_model())
         stream = (await exp.streams([None]))[None]
         exp.start_overall(
@@ -470,5 +475,7 @@ async def run_heatmap(
             streams={s: summarize(streams[s]) for s in config.heatmap_sources},
             latency=latency_stats(read_latencies(out / "calls.jsonl")),
             wall_s=exp.wall_s(),
+            readouts=heatmap_readouts(config, t, audits),
+            contexts=audit_contexts(audits),
         )
         return results

@@ -12,7 +12,7 @@ headers or process-wide with ``FakeUpstreamConfig``:
 
 ``/health`` also counts the distinct client connections that sent chat requests.
 
-Run it: ``python -m dmt_proxy.upstream.fake_server --port 9100`` (every setting is
+Run it: ``python -m dmt_proxy.testing.upstream_server --port 9100`` (every setting is
 also a flag, so a proxy process can be pointed at a failing upstream). ``/health``
 reports how many chat requests it received, so tests can count retries.
 """

@@ -2,7 +2,8 @@
 
 ``ScriptedChatModel`` answers from a list of replies (or a function of the call),
 records every call it receives (so tests can assert what the proxy sent
-upstream), and can raise a given error to exercise failure paths.
+upstream), and can raise a given error to exercise failure paths. ``script()``
+replaces the replies mid-test (e.g. an outage, then recovery).
 """
 
 from __future__ import annotations
@@ -28,17 +29,24 @@ class ScriptedChatModel:
         *,
         delay_s: float = 0.0,
     ) -> None:
-        self._replies = replies
         self._delay_s = delay_s
         self.calls: list[UpstreamCall] = []
+        self.script(replies)
+
+    def script(self, replies: Sequence[Reply] | Callable[[UpstreamCall], Reply]) -> None:
+        """Answer the following calls from ``replies``, starting at its first entry."""
+        if not callable(replies) and not replies:
+            raise ValueError("a script needs at least one reply")
+        self._replies = replies
+        self._answered = 0  # counted apart from ``calls``, which tests may clear
 
     def _next_reply(self, call: UpstreamCall) -> str | ChatCompletion:
         self.calls.append(call)
         if callable(self._replies):
             reply = self._replies(call)
         else:
-            index = min(len(self.calls) - 1, len(self._replies) - 1)
-            reply = self._replies[index]
+            reply = self._replies[min(self._answered, len(self._replies) - 1)]
+        self._answered += 1
         if isinstance(reply, BaseException):
             raise reply
         return reply

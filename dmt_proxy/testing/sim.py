@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.bench.sim.proxy import ProxyClient, free_port
+from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import UpstreamCall
-from dmt_proxy.upstream.fake import ScriptedChatModel
 
 BIAS_MARKER = "people like that always"
 """The phrase ``scripted_generator`` writes; the scripted auditor and agent react to it."""
@@ -97,10 +97,10 @@ class FakeProxy:
         import uvicorn
 
         from dmt_proxy.api import create_app
-        from dmt_proxy.audit.fake import ScriptedAuditor
         from dmt_proxy.memory.in_memory import InMemoryBackend
         from dmt_proxy.policy import parse_policy
         from dmt_proxy.settings import Settings
+        from dmt_proxy.testing.auditor import ScriptedAuditor
 
         self.port = self.port or free_port()
         self.state_dir.mkdir(parents=True, exist_ok=True)

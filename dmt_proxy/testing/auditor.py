@@ -2,8 +2,9 @@
 
 ``ScriptedAuditor`` answers from a list of verdicts (or a function of the
 candidate), records every candidate it receives, and can raise a given error
-(e.g. ``AuditorUnavailable``) to exercise the worker's retry path. Registered as
-the ``scripted`` auditor; built by name it answers clean.
+(e.g. ``AuditorUnavailable``) to exercise the worker's retry path; ``script()``
+replaces the verdicts mid-test. Registered as the ``scripted`` auditor; built by
+name it answers clean.
 """
 
 from __future__ import annotations
@@ -36,20 +37,29 @@ class ScriptedAuditor:
         delay_s: float = 0.0,
         label: str = "scripted@fake",
     ) -> None:
-        self._verdicts = verdicts
         self._delay_s = delay_s
         self.label = label
         self.calls: list[AuditCandidate] = []
+        self.script(verdicts)
+
+    def script(
+        self, verdicts: Sequence[ScriptedVerdict] | Callable[[AuditCandidate], ScriptedVerdict]
+    ) -> None:
+        """Answer the following candidates from ``verdicts`` (empty: always clean)."""
+        self._verdicts = verdicts
+        self._answered = 0  # counted apart from ``calls``, which tests may clear
 
     async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
         """Record ``candidate`` and return (or raise) the next scripted verdict."""
         self.calls.append(candidate)
+        verdicts, position = self._verdicts, self._answered  # this call's place in the script
+        self._answered += 1
         if self._delay_s:
             await asyncio.sleep(self._delay_s)
-        if callable(self._verdicts):
-            result = self._verdicts(candidate)
-        elif self._verdicts:
-            result = self._verdicts[min(len(self.calls), len(self._verdicts)) - 1]
+        if callable(verdicts):
+            result = verdicts(candidate)
+        elif verdicts:
+            result = verdicts[min(position, len(verdicts) - 1)]
         else:
             result = AuditVerdict.clean(rationale="scripted clean verdict", auditor=self.label)
         if isinstance(result, BaseException):

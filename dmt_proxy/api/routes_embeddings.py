@@ -1,0 +1,45 @@
+"""``/v1/embeddings`` (routed like chat), and the answer to the legacy ``/v1/completions``.
+
+``/v1/completions`` is refused with a 404 in OpenAI's error shape that lists the
+routes dmt-proxy serves: a bare prompt has no user turn, so it could be neither
+retrieved for nor written to memory, and passing it through would let an agent's
+traffic bypass the audit without anyone noticing.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from dmt_proxy.api.bodies import parse_json_object, read_body, validate_body
+from dmt_proxy.api.context import authenticate
+from dmt_proxy.api.openapi import EMBEDDING_RESPONSES
+from dmt_proxy.errors import NotFound
+from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingRouter
+
+router = APIRouter()
+
+SUPPORTED_ROUTES = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1/embeddings",
+                    "GET /v1/models")  # fmt: skip
+
+
+@router.post("/v1/embeddings", responses=EMBEDDING_RESPONSES)
+async def embeddings(request: Request) -> Response:
+    state = request.app.state
+    authenticate(request)
+    body = await read_body(request, state.settings.max_body_bytes)
+    req = validate_body(EmbeddingRequest, parse_json_object(body))
+    embedder: EmbeddingRouter = state.embeddings
+    reply = await embedder.embed(req)
+    return Response(reply.model_dump_json(), media_type="application/json")
+
+
+@router.post("/v1/completions", include_in_schema=False)
+async def legacy_completions(request: Request) -> Response:
+    authenticate(request)
+    raise NotFound(
+        "dmt-proxy does not serve the legacy completions API (/v1/completions): a bare prompt "
+        "has no user turn to retrieve memories for or to write. Send the prompt as a user "
+        f"message instead. Supported routes: {', '.join(SUPPORTED_ROUTES)}.",
+        code="unsupported_route",
+    )

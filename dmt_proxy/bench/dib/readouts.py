@@ -1,0 +1,90 @@
+"""Two readings of one DIB decision: the expected score and the integer the model wrote.
+
+- ``expected`` (the headline): the expected value of the 0–100 answer under the
+  model's log-probabilities (``answers.expected_score``), or the parsed integer
+  when the reply carried no log-probabilities. It resolves shifts smaller than
+  one point, which matter when a model writes the same number almost every time
+  (the committed 1.5B baseline wrote 85 in 139 of 153 decisions).
+- ``written``: the integer the model actually wrote (``DecisionResult.greedy``),
+  as favourability. It is what a user of the model would see decided; coarse,
+  so GBV from it is often exactly 0.
+
+Both are favourability scores (higher = better for the person): risk tasks are
+inverted, ``100 − x``, as in ``Sample.favourability``. Results written before the
+written integer was kept have ``greedy=None`` and no written score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import Enum
+
+from dmt_proxy.bench.dib.domains.base import registered_domains
+from dmt_proxy.bench.dib.schema import Direction, Scale
+from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome
+
+
+class Readout(str, Enum):
+    """Which number of a decision the metrics use."""
+
+    EXPECTED = "expected"
+    WRITTEN = "written"
+
+
+HEADLINE = Readout.EXPECTED
+"""The readout headline numbers use (``HEADLINE_WHY`` says why)."""
+READOUTS: tuple[Readout, ...] = (Readout.EXPECTED, Readout.WRITTEN)
+HEADLINE_WHY = (
+    "Headline readout: the expected value over the 0–100 log-probabilities, because it "
+    "resolves shifts smaller than one point that the written integer rounds away (small "
+    "models write the same number for most decisions). The written integer, what the model "
+    "would actually decide, is reported next to it with its own GBV and CI."
+)
+READOUT_LABELS = {Readout.EXPECTED: "expected value", Readout.WRITTEN: "written integer"}
+
+
+def domain_directions(results: Iterable[DecisionResult]) -> dict[str, Direction]:
+    """The direction of each domain of ``results``: the registry's, else read off the scores.
+
+    A result of an unregistered domain whose ``score`` differs from its ``raw``
+    was inverted; a domain where none differs is taken as higher-is-favourable.
+    """
+    known = {d.name: d.task.direction for d in registered_domains()}
+    out: dict[str, Direction] = {}
+    for r in results:
+        if r.domain in known:
+            out[r.domain] = known[r.domain]
+        elif r.raw is not None and r.score is not None and abs(r.score - r.raw) > 1e-9:
+            out[r.domain] = Direction.LOWER_IS_FAVOURABLE
+        else:
+            out.setdefault(r.domain, Direction.HIGHER_IS_FAVOURABLE)
+    return out
+
+
+def readout_score(
+    result: DecisionResult, readout: Readout, direction: Direction, scale: Scale | None = None
+) -> float | None:
+    """The favourability ``readout`` of a scored decision; None if it has none."""
+    if result.outcome is not Outcome.SCORED:
+        return None
+    if readout is Readout.EXPECTED:
+        return result.score
+    if result.greedy is None:
+        return None
+    s = scale or Scale()
+    if direction is Direction.LOWER_IS_FAVOURABLE:
+        return float(s.max + s.min - result.greedy)
+    return float(result.greedy)
+
+
+def readout_scores(
+    results: Sequence[DecisionResult], readout: Readout
+) -> list[tuple[DecisionResult, float]]:
+    """``(result, score)`` of every result that has the ``readout``, in order."""
+    directions = domain_directions(results)
+    out: list[tuple[DecisionResult, float]] = []
+    for r in results:
+        score = readout_score(r, readout, directions[r.domain])
+        if score is not None:
+            out.append((r, score))
+    return out

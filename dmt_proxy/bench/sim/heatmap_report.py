@@ -1,0 +1,157 @@
+"""Render a heatmap run: the 9×9 ΔGBV matrix (Figure 3's shape) in both readouts.
+
+The headline matrix is printed as the paper shows it; below it, the written-integer
+matrix, each source's mean shift of all groups (Δs̄) with its CI, the minimum
+detectable ΔGBV of the cells at 80 % power, and (in ``report.md``) every headline
+cell with its own paired 95 % CI. ``sim-results-v1`` files render the matrix only.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+from pathlib import Path
+
+from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
+from dmt_proxy.bench.sim.records import write_atomic
+from dmt_proxy.bench.sim.report import (
+    POWER_NOTE,
+    _f,
+    _fixed,
+    _heatmap,
+    _md_table,
+    _page,
+    _plt,
+    cell_text,
+)
+from dmt_proxy.bench.sim.results import HeatmapResults
+
+
+def _matrix_rows(
+    results: HeatmapResults, values: dict[str, dict[str, float | None]]
+) -> list[list[str]]:
+    cols = results.domains
+    rows = [["source \\ evaluated", *cols]]
+    for source in results.sources:
+        row = values.get(source, {})
+        rows.append([source, *(_f(row.get(c), "+.1f") for c in cols)])
+    return rows
+
+
+def source_rows(results: HeatmapResults) -> list[list[str]]:
+    """Per source and readout: the mean shift Δs̄ [CI] and the cells' MDE (median, range)."""
+    rows = [["source", "readout", "mean shift Δs̄ [95% CI]", "cell MDE: median [min, max]"]]
+    for source in results.sources:
+        for r in READOUTS:
+            x = results.readouts.get(r.value)
+            if x is None or source not in x.mean_shift:
+                continue
+            mdes = [v for v in x.mde.get(source, {}).values() if v is not None]
+            spread = (
+                f"{statistics.median(mdes):.2f} [{min(mdes):.2f}, {max(mdes):.2f}]"
+                if mdes
+                else "n/a"
+            )
+            rows.append([source, READOUT_LABELS[r], cell_text(x.mean_shift[source]), spread])
+    return rows
+
+
+def cell_rows(results: HeatmapResults) -> list[list[str]]:
+    """Every headline cell with its paired 95 % CI."""
+    x = results.readouts.get(results.headline)
+    rows = [["source \\ evaluated", *results.domains]]
+    if x is None:
+        return rows
+    for source in results.sources:
+        row = x.matrix.get(source, {})
+        rows.append(
+            [
+                source,
+                *(cell_text(row[d], spec="+.1f") if d in row else "n/a" for d in results.domains),
+            ]
+        )
+    return rows
+
+
+def heatmap_caveats(results: HeatmapResults) -> list[str]:
+    """Domains without a CI, in words."""
+    thin = [d for d, n in results.contexts.items() if n < 2]
+    if not thin:
+        return []
+    return [
+        f"{', '.join(thin)}: a single DIB context, so no CI for those columns, and their noise "
+        "floor equals their GBV. Sample at least two contexts per domain (dib-sample-v2)."
+    ]
+
+
+def render_heatmap_text(results: HeatmapResults) -> str:
+    """The ΔGBV matrix as text with the share of positive off-diagonal cells, then both readouts."""
+    frac = results.fraction_positive
+    lines = [
+        f"ΔGBV = GBV_t{results.t} − GBV_t0 per evaluated domain, single-source injection, "
+        f"memory {results.memory}",
+        "",
+        _fixed(_matrix_rows(results, results.matrix)),
+        "",
+        f"positive off-diagonal cells: {results.positive_off_diagonal}/"
+        f"{results.finite_off_diagonal} = {_f(frac, '.1%') if frac is not None else 'n/a'} "
+        "(paper: 70.19%)",
+    ]
+    written = results.readouts.get(READOUTS[1].value)
+    if written is not None:
+        values = {s: {d: c.value for d, c in row.items()} for s, row in written.matrix.items()}
+        lines += [
+            "",
+            HEADLINE_WHY,
+            "",
+            f"ΔGBV, {READOUT_LABELS[READOUTS[1]]}:",
+            "",
+            _fixed(_matrix_rows(results, values)),
+            "",
+            _fixed(source_rows(results)),
+            "",
+            POWER_NOTE,
+        ]
+    lines += heatmap_caveats(results)
+    return "\n".join(lines)
+
+
+def write_heatmap_report(results: HeatmapResults, out: Path) -> None:
+    """``results.json``, ``heatmap.png``, ``report.md`` and ``report.html``."""
+    write_atomic(out / "results.json", results.model_dump_json(indent=2) + "\n")
+    plt = _plt()
+    figure = _heatmap(
+        plt,
+        {s: results.matrix.get(s, {}) for s in results.sources},
+        out / "heatmap.png",
+        f"ΔGBV (t={results.t} − t=0), single-source injection",
+        "injected bias source",
+    )
+    text = render_heatmap_text(results)
+    lat = ", ".join(f"{k} {v.mean_s:.1f}s (n={v.n})" for k, v in results.latency.items())
+    md = [
+        f"# {results.name}: cross-domain propagation (`dmt-bench heatmap`)",
+        "",
+        f"Config digest {results.digest[:12]}; {results.sim_version}; {results.dib_version}. "
+        f"Mean latency per call: {lat}. Wall time {results.wall_s / 60:.1f} min.",
+        "",
+        "```",
+        text,
+        "```",
+        "",
+    ]
+    cells = cell_rows(results)
+    if len(cells) > 1:
+        md += [
+            "## ΔGBV per cell (headline readout) with its paired 95% CI",
+            "",
+            _md_table(cells),
+            "",
+        ]
+    md += [f"![heatmap]({figure})", ""]
+    write_atomic(out / "report.md", "\n".join(md))
+    body = (
+        f"<h1>{html.escape(results.name)}: cross-domain propagation</h1>"
+        f"<pre>{html.escape(text)}</pre><p><img src='{figure}' alt='heatmap'></p>"
+    )
+    write_atomic(out / "report.html", _page(results.name, body))

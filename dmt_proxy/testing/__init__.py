@@ -1,0 +1,17 @@
+"""Shipped fakes and test helpers. None of them is a language model.
+
+Tests and users share these (STYLE: fakes, not mocks of our own interfaces):
+
+- ``chat``: ``ScriptedChatModel``, a chat model answering from a script;
+- ``auditor``: ``ScriptedAuditor``, registered as the ``scripted`` auditor;
+- ``upstream_server``: an instant OpenAI-compatible HTTP upstream, as an ASGI app or a
+  process (``python -m dmt_proxy.testing.upstream_server``);
+- ``dib``: ``FakeDecisionUpstream``, a scripted decision endpoint for DIB runs;
+- ``sim``: ``FakeProxy`` and the scripted generator/agent for simulation runs;
+- ``app``: ``app_client``, the real app in process behind an ``httpx`` client;
+- ``fixtures``: the pytest fixtures built on ``app`` (the only module importing pytest).
+
+Production modules do not import this package, except by name where a fake is a
+plugin a user can select (the ``scripted`` auditor, loaded when asked for). Importing
+the package imports none of its modules.
+"""

@@ -1,0 +1,124 @@
+"""The PostgreSQL server stopped mid-load: chat keeps answering, no acknowledged write is lost.
+
+A real ``dmt-proxy serve`` (postgres memory backend, the shared outbox, its built-in
+worker) on the fake upstream, and a PostgreSQL cluster of its own (this test stops
+it with ``pg_ctl``, so it cannot share the session's). While the server is down the
+proxy answers without memory (``x-dmt-memory: unavailable``) and commits writes to
+its local spool; once the server is back the spool is forwarded, and every write
+the client saw acknowledged is stored exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.pg_fixture import PgCluster, find_bindir
+from tests.proxy_process import ProxyProcess
+from tests.reliability.harness import (
+    CLEAN_VERDICT,
+    FakeUpstream,
+    admin_memories,
+    metric,
+    proxy_env,
+    scrape,
+    wait_outbox_empty,
+    write_policy,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+USERS = 4
+
+
+@pytest.fixture
+def own_cluster(pg_cluster: PgCluster) -> Iterator[PgCluster]:
+    """A second throwaway server (same binaries as the session's), free to be stopped;
+    durable, since an acknowledged write must survive the server's crash too."""
+    cluster = PgCluster(bindir=find_bindir() or pg_cluster.bindir, durable=True)
+    try:
+        cluster.init().start()
+        cluster.execute("CREATE EXTENSION vector")
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def send(client: httpx.Client, i: int) -> tuple[str, httpx.Response]:
+    text = f"Outage note {i:03d}: remember the code word w{i:03d}x."
+    body = {"model": "fast", "user": f"outage-{i % USERS}",
+            "messages": [{"role": "user", "content": text}]}  # fmt: skip
+    return text, client.post("/chat/completions", json=body)
+
+
+def test_the_database_stopped_mid_load_loses_no_acknowledged_write(
+    own_cluster: PgCluster,
+    tmp_path: Path,
+    fakes: Callable[..., FakeUpstream],
+    proxy_factory: Callable[..., ProxyProcess],
+    report: Callable[[str], None],
+) -> None:
+    upstream, auditor = fakes(), fakes("--answer", CLEAN_VERDICT)
+    policy_path = write_policy(tmp_path / "policy.yaml",
+                               models={"fast": upstream, "auditor": auditor},
+                               default_model="fast", backend="postgres",
+                               audit={"auditor_model": "auditor"})  # fmt: skip
+    policy = yaml.safe_load(policy_path.read_text())
+    # A short pool timeout: while the server is down each retrieval gives up after 1 s.
+    policy["memory"]["options"] = {"connect_timeout_s": 1}
+    policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
+    env = proxy_env(DMT_DATABASE_URL=own_cluster.dsn(), DMT_OUTBOX_LEASE_S="5")
+    proxy = proxy_factory("--policy", str(policy_path), state_dir=tmp_path / "proxy", env=env)
+
+    acknowledged: list[str] = []
+    down_headers: list[str] = []
+    with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
+        for i in range(20):
+            text, resp = send(client, i)
+            assert resp.status_code == 200, resp.text
+            acknowledged.append(text)
+
+        own_cluster.stop("immediate")  # like a crash: no checkpoint, connections cut
+        stopped = time.monotonic()
+        for i in range(20, 40):
+            text, resp = send(client, i)
+            assert resp.status_code == 200, resp.text
+            assert resp.headers["x-dmt-memory-write"] == "queued"
+            down_headers.append(resp.headers["x-dmt-memory"])
+            acknowledged.append(text)
+        down_s = time.monotonic() - stopped
+
+        own_cluster.start()
+        for i in range(40, 60):
+            text, resp = send(client, i)
+            assert resp.status_code == 200, resp.text
+            acknowledged.append(text)
+
+    assert all(h.startswith("unavailable") for h in down_headers), down_headers
+    drained_s = wait_outbox_empty(proxy.base_url, timeout_s=120)
+
+    stored: dict[str, int] = {}
+    for u in range(USERS):
+        for memory in admin_memories(proxy.base_url, f"outage-{u}"):
+            assert memory["audit_status"] == "clean", memory
+            for text in acknowledged:
+                if text in memory["text"]:
+                    stored[text] = stored.get(text, 0) + 1
+    lost = [t for t in acknowledged if t not in stored]
+    duplicated = [t for t, n in stored.items() if n > 1]
+    assert not lost and not duplicated, (lost, duplicated)
+
+    text = scrape(proxy)
+    spooled = metric(text, "dmt_outbox_spooled_total")
+    assert spooled >= 19  # the first write during the outage may have reached a dying server
+    assert metric(text, "dmt_outbox_spool_forwarded_total") == spooled
+    assert metric(text, "dmt_outbox_spool_depth") == 0
+    assert metric(text, "dmt_database_unavailable_total", component="outbox",
+                  operation="enqueue") >= 1  # fmt: skip
+    report(f"database down mid-load: 60 acknowledged, 0 lost, 0 duplicated; {spooled:.0f} "
+           f"spooled during {down_s:.1f}s down, outbox drained {drained_s:.1f}s after")  # fmt: skip

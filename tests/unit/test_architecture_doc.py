@@ -1,0 +1,304 @@
+"""``docs/ARCHITECTURE.md`` against the code: paths, plugin registries and the import rules.
+
+The import rules are read from the source with ``ast`` (nothing is imported to
+check them): only ``dmt_proxy/api/`` imports FastAPI or Starlette, the plain types
+import only plain types, no service imports the pipeline, the API or the CLI, the
+upstream seam imports no other service, and module-level imports have no cycle. Where the code still bends, the exception is
+listed here with its reason and in the page's "Where the code still bends"; an
+exception that no longer applies fails, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from dmt_proxy.plugins import Registry
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC_PATH = ROOT / "docs" / "ARCHITECTURE.md"
+PACKAGE = ROOT / "dmt_proxy"
+
+PENDING_DIR = "dmt_proxy/testing/"
+"""Named by the page as the home of the shipped fakes; tolerated as missing until the
+package exists, checked like any other path from then on."""
+
+PLAIN_TYPES = frozenset({
+    "dmt_proxy", "dmt_proxy.domains", "dmt_proxy.tags", "dmt_proxy.errors",
+    "dmt_proxy.openai_types", "dmt_proxy.policy", "dmt_proxy.settings",
+    "dmt_proxy.resources", "dmt_proxy.memory.base", "dmt_proxy.turns", "dmt_proxy.exchange",
+})  # fmt: skip
+SERVICE_PACKAGES = ("dmt_proxy.memory", "dmt_proxy.audit", "dmt_proxy.upstream", "dmt_proxy.bench")
+SHARED_SERVICE_MODULES = frozenset(
+    {"dmt_proxy.metrics", "dmt_proxy.embedder", "dmt_proxy.minilm", "dmt_proxy.plugins"}
+)
+WEB_FRAMEWORKS = ("fastapi", "starlette")
+
+FRAMEWORK_EXCEPTIONS: dict[str, str] = {}
+UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def doc() -> str:
+    return DOC_PATH.read_text(encoding="utf-8")
+
+
+# -- the source, read with ast --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Import:
+    target: str
+    """The imported module (``from a.b import c`` is ``a.b.c`` when that is a module)."""
+    top_level: bool
+    """Run when the module is imported (not inside a function, not under TYPE_CHECKING)."""
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its ``__init__``)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _top_level_nodes(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        yield node
+        if isinstance(node, ast.If) and not _is_type_checking(node):
+            yield from _top_level_nodes(node.body)
+            yield from _top_level_nodes(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
+                yield from _top_level_nodes(block)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: resolved against the importing module's package
+        package = module.split(".")
+        if modules()[module].name != "__init__.py":
+            package.pop()
+        package = package[: len(package) - node.level + 1]
+        base = ".".join([*package, *([node.module] if node.module else [])])
+    found = []
+    for alias in node.names:
+        full = f"{base}.{alias.name}"
+        found.append(full if full in modules() else base)
+    return found
+
+
+@cache
+def imports(module: str) -> tuple[Import, ...]:
+    """Everything ``module`` imports, with whether the import runs at import time."""
+    tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+    top = {id(node) for node in _top_level_nodes(tree.body)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found += [Import(t, id(node) in top) for t in _targets(node, module)]
+    return tuple(found)
+
+
+def within(name: str, *packages: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def is_service(module: str) -> bool:
+    return within(module, *SERVICE_PACKAGES) or module in SHARED_SERVICE_MODULES
+
+
+# -- paths and names on the page -------------------------------------------------
+
+_PATH = re.compile(r"(?<![\w./-])((?:dmt_proxy|tests|docs|policies|auditor_prompts)/[\w./-]*[\w/])")
+_DOTTED = re.compile(r"(?<![\w./-])(dmt_proxy(?:\.\w+)+)")
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@cache
+def registries() -> dict[str, tuple[str, Registry[object]]]:
+    """Every registry the package defines at module level: variable -> (module, registry)."""
+    found: dict[str, tuple[str, Registry[object]]] = {}
+    for module, path in modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            value: ast.expr | None
+            if isinstance(node, ast.Assign):
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            else:
+                continue
+            if not isinstance(value, ast.Call):
+                continue
+            func = value.func
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if called != "Registry":
+                continue
+            assert isinstance(target, ast.Name), f"{module}: a registry bound to {target!r}"
+            registry = getattr(importlib.import_module(module), target.id)
+            assert isinstance(registry, Registry)
+            found[target.id] = (module, registry)
+    return found
+
+
+def test_every_path_named_exists() -> None:
+    named = set(_PATH.findall(doc()))
+    assert len(named) > 30, "the path pattern no longer finds the page's paths"
+    pending = not (ROOT / PENDING_DIR).is_dir()
+    missing = sorted(
+        path
+        for path in named
+        if not (ROOT / path).exists() and not (pending and path.startswith(PENDING_DIR))
+    )
+    assert missing == [], f"docs/ARCHITECTURE.md names paths that do not exist: {missing}"
+
+
+def test_the_entry_point_groups_named_are_the_registries_groups() -> None:
+    dotted = set(_DOTTED.findall(doc()))
+    groups = {name for name in dotted if not _is_module(name)}
+    assert groups == {registry.group for _, registry in registries().values()}
+
+
+def test_every_registry_is_documented() -> None:
+    found = registries()
+    assert len(found) >= 4, "the registry scan no longer finds the plugin registries"
+    text = doc()
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    for name, (module, registry) in found.items():
+        path = str(modules()[module].relative_to(ROOT))
+        row = next((r for r in rows if f"`{name}`" in r), None)
+        assert row is not None, f"{name} ({path}) has no row in the plugin table"
+        assert f"`{path}`" in row and f"`{registry.group}`" in row, row
+        tests = re.findall(r"`(tests/unit/test_\w+_contract\.py)`", row)
+        assert tests and (ROOT / tests[0]).is_file(), f"{name}: no contract test in {row}"
+
+
+# -- the import rules --------------------------------------------------------------
+
+
+def test_only_the_api_imports_a_web_framework() -> None:
+    offenders = {
+        module
+        for module in modules()
+        if not within(module, "dmt_proxy.api", "dmt_proxy.testing")
+        and any(within(i.target, *WEB_FRAMEWORKS) for i in imports(module))
+    }
+    assert offenders - set(FRAMEWORK_EXCEPTIONS) == set()
+    stale = {m for m in FRAMEWORK_EXCEPTIONS if m in modules() and m not in offenders}
+    assert stale == set(), "these no longer import a web framework: drop the exception"
+
+
+def test_plain_types_import_only_plain_types() -> None:
+    problems = [
+        f"{module} imports {i.target}"
+        for module in sorted(PLAIN_TYPES)
+        for i in imports(module)
+        if within(i.target, "dmt_proxy") and i.target not in PLAIN_TYPES
+    ]
+    assert problems == []
+
+
+def _upward(module: str) -> set[str]:
+    """The pipeline, API or CLI modules that service ``module`` imports, by layer."""
+    layers = ("dmt_proxy.pipeline", "dmt_proxy.api", "dmt_proxy.cli")
+    return {
+        layer for i in imports(module) for layer in layers if within(i.target, layer)
+    }  # fmt: skip
+
+
+def test_no_service_imports_the_pipeline_the_api_or_the_cli() -> None:
+    edges = {(m, layer) for m in modules() if is_service(m) for layer in _upward(m)}
+    assert edges - set(UPWARD_EXCEPTIONS) == set()
+    stale = {e for e in UPWARD_EXCEPTIONS if e[0] in modules() and e not in edges}
+    assert stale == set(), "these imports are gone: drop the exception"
+
+
+def test_upstream_imports_no_other_service() -> None:
+    # The embedder is a leaf (numpy only): upstream serves it as the local embedding model.
+    allowed = PLAIN_TYPES | {"dmt_proxy.plugins", "dmt_proxy.embedder"}
+    problems = [
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_proxy.upstream")
+        for i in imports(module)
+        if within(i.target, "dmt_proxy")
+        and not within(i.target, "dmt_proxy.upstream")
+        and i.target not in allowed
+    ]
+    assert problems == []
+
+
+def test_nothing_in_audit_or_the_memory_package_imports_the_memory_service() -> None:
+    importers = {
+        module
+        for module in modules()
+        if within(module, "dmt_proxy.audit") or module == "dmt_proxy.memory"
+        if any(i.target == "dmt_proxy.memory.service" for i in imports(module))
+    }
+    assert importers == set()
+
+
+def test_the_exceptions_are_on_the_page() -> None:
+    text = doc()
+    for module in {*FRAMEWORK_EXCEPTIONS, *(m for m, _ in UPWARD_EXCEPTIONS)}:
+        if module in modules():
+            assert f"`{modules()[module].relative_to(ROOT)}`" in text, module
+
+
+def _parents(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+
+
+def test_module_level_imports_have_no_cycle() -> None:
+    # Importing a.b.c runs the packages a and a.b first; a module's own packages are
+    # already being imported, so they do not count as edges.
+    graph = {
+        module: {
+            p
+            for i in imports(module)
+            if i.top_level and within(i.target, "dmt_proxy")
+            for p in _parents(i.target)
+            if p in modules() and p not in _parents(module)
+        }
+        for module in modules()
+    }
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            pytest.fail("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
