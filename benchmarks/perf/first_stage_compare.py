@@ -59,6 +59,9 @@ def main() -> int:
     lines = [
         "# Embedding classifier versions on the test splits (`benchmarks/perf/first_stage_compare.py`)",
         "",
+        "Rerun: `python benchmarks/perf/first_stage_compare.py` (no LLM; the local embedding "
+        "model on CPU, deterministic).",
+        "",
         "| classifier | trained on | test set | n | AUC | threshold | recall | neutral skipped | "
         "biased >= confident_bias | neutral >= confident_bias | domain head accuracy |",
         "|---|---|---|---|---|---|---|---|---|---|---|",

@@ -323,13 +323,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     summary = summarize(data, judged)
     command = ("python -m tests.reliability.adversarial_auditor --set "
                f"{data.version} --base-url {args.base_url} --model {args.model}"
-               + (" --llm-only" if args.llm_only else "") + f" --out {args.out}")  # fmt: skip
+               + (f" --policy {args.policy}" if args.policy else "")
+               + (" --llm-only" if args.llm_only else "")
+               + f" --concurrency {args.concurrency} --out {args.out}")  # fmt: skip
     meta = {
         "model": args.model, "prompt": prompt, "tau": policy.audit.tau, "calls": len(texts),
         "concurrency": args.concurrency, "wall_s": time.perf_counter() - started,
         "run_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "set": data.version,
         "command": command, "conditions": args.conditions, "auditor": llm.label,
-        "pipeline": "llm only" if args.llm_only else "normalisation + first stage + LLM",
+        "pipeline": "llm only" if args.llm_only else "normalisation + first stage + LLM"
+        + (" + the two judges' fusion" if fusion is not None else ""),
     }  # fmt: skip
     result = {"meta": meta, "summary": summary,
               "judged": {k: v.model_dump() for k, v in judged.items()}}  # fmt: skip
