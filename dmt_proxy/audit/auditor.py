@@ -216,11 +216,14 @@ class LLMAuditor:
         if not candidate.text.strip() and not candidate.reply.strip():
             # Nothing a user wrote can carry a bias; no model call needed.
             return AuditVerdict.clean(rationale="empty memory", auditor=self.label)
-        if self._path != "json":
+        # The path this audit started on: a concurrent audit may switch ``auto`` to ``json``
+        # while this one waits for its log-prob reply, which must then fall back too.
+        path = self._path
+        if path != "json":
             try:
                 verdict = await self._audit_logprob(candidate, started)
             except NoLogprobs as exc:
-                if self._path == "auto":
+                if path == "auto":
                     return await self._fall_back(candidate, started, str(exc))
                 verdict = AuditVerdict.failed(
                     f"log-prob verdict: {exc}", auditor=self.label, attempts=1,
@@ -228,7 +231,7 @@ class LLMAuditor:
                 )  # fmt: skip
             except AuditorUnavailable as exc:
                 # A provider that rejects logprobs (or the grammar field) outright.
-                if self._path == "auto" and not exc.retryable:
+                if path == "auto" and not exc.retryable:
                     return await self._fall_back(candidate, started, exc.message)
                 raise
             self._record(verdict)

@@ -9,6 +9,7 @@ and decides on what a real server returns); the real llama-server is exercised b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 
@@ -178,6 +179,17 @@ async def test_auto_falls_back_to_json_verdicts_without_logprobs() -> None:
     await auditor.audit(MEMORY)
     assert "logprobs" not in chat.calls[-1].params  # decided once, not per memory
     assert len(chat.calls) == 3
+
+
+async def test_concurrent_first_audits_all_fall_back_none_fails() -> None:
+    # A worker audits two memories at once before it knows the provider: both ask for
+    # log-probs, the first reply switches the auditor to JSON, and the second (started on
+    # auto) must fall back as well, not end ``failed``.
+    chat = ScriptedChatModel([JSON_CLEAN], delay_s=0.01)
+    auditor = LLMAuditor(chat, ENDPOINT)
+    verdicts = await asyncio.gather(*(auditor.audit(MEMORY) for _ in range(3)))
+    assert all(v.ok and not v.bias_detected for v in verdicts), verdicts
+    assert auditor.verdict_path == "json"
 
 
 async def test_auto_falls_back_when_the_provider_rejects_logprobs() -> None:
