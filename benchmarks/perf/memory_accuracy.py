@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--interleave", type=int, default=10, help="questions per condition turn")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/")
+    ap.add_argument("--note", default="", help="a paragraph added under the table")
     ap.add_argument("--report-only", action="store_true",
                     help="ask nothing: the questions answered in every condition so far")  # fmt: skip
     args = ap.parse_args()
@@ -222,8 +223,9 @@ def main() -> None:
     print(md)
     if args.write:
         stem = RESULTS / f"memory_accuracy_{args.model}"
-        stem.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
-        stem.with_suffix(".md").write_text(md)
+        # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
+        (RESULTS / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (RESULTS / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
 
 
 if __name__ == "__main__":

@@ -157,6 +157,7 @@ async def main() -> None:
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=None, help="first N tasks only")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--note", default="", help="a paragraph added under the table")
     ap.add_argument("--report-only", action="store_true", help="ask nothing; tabulate the run")
     args = ap.parse_args()
     spec = json.loads(TASKS.read_text())
@@ -191,8 +192,9 @@ async def main() -> None:
     print(md)
     if args.write:
         stem = RESULTS / f"tool_calls_{args.model}"
-        stem.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
-        stem.with_suffix(".md").write_text(md)
+        # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
+        (RESULTS / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (RESULTS / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
 
 
 if __name__ == "__main__":

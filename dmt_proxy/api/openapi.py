@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
 from dmt_proxy.openai_types import (
     UNSUPPORTED_PARAMS,
     ChatCompletion,
@@ -106,6 +107,20 @@ class Memory(BaseModel):
         "pending", "clean", "tagged", "disputed", "quarantined", "failed", "unaudited"
     ]
     tag: BiasTagOut | None
+
+
+class MemoryCreate(BaseModel):
+    """Body of ``POST /v1/memories``: one exchange to remember, queued like a chat write."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=MAX_SCOPE_PART)
+    query: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The user's words.")
+    answer: str = Field(default="", max_length=MAX_TEXT_CHARS, description="The agent's reply.")
+    mode: Mode | None = Field(
+        default=None,
+        description="Decides whether the write is audited, as for a chat request "
+        "(default: the policy's mode).",
+    )
 
 
 class MemoryList(BaseModel):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from dmt_proxy.api.openapi import (
     Memory,
+    MemoryCreate,
     MemoryDeleted,
     MemoryList,
     OutboxStatus,
@@ -74,6 +75,22 @@ async def list_memories(request: Request, user: str = Query(...)) -> JSONRespons
     memory = require_admin(request)
     entries = await memory.list(_user(user))
     return JSONResponse({"object": "list", "data": [memory_json(e) for e in entries]})
+
+
+@router.post("/v1/memories", responses={200: {"model": Memory}, **error_responses(400)})
+async def create_memory(request: Request, body: MemoryCreate) -> JSONResponse:
+    """Queue one exchange for ``user`` as a chat write would: audited when its mode audits.
+
+    For seeding a user's memory (benchmarks, migrations) without asking the agent.
+    The memory comes back ``pending``; ``GET /v1/admin/outbox`` says when it is stored.
+    """
+    memory = require_admin(request)
+    mode = body.mode or request.app.state.policy.mode
+    memory_id = await memory.write(_user(body.user), body.query, body.answer, mode)
+    entry = await memory.get(memory_id)
+    if entry is None:  # stored and deleted again in between: say so, never invent a record
+        raise NotFound(f"Memory '{memory_id}' was deleted before it could be shown.", param="id")
+    return JSONResponse(memory_json(entry))
 
 
 @router.get("/v1/memories/{memory_id}", responses={200: {"model": Memory}})

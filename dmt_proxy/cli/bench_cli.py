@@ -17,6 +17,7 @@ from dmt_proxy.errors import ConfigError
 COMMAND_MODULES: tuple[str, ...] = (
     "dmt_proxy.bench.dib.cli",
     "dmt_proxy.bench.sim.cli",
+    "dmt_proxy.bench.dose.cli",
     "dmt_proxy.bench.auditor_eval.cli",
     "dmt_proxy.bench.iat.cli",
 )

@@ -36,7 +36,7 @@ from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
 from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import Policy
+from dmt_proxy.policy import Mode, Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
@@ -154,6 +154,10 @@ class DurableMemoryService:
             )
         min_score = self._policy.memory.min_score
         records = [h.record for h in hits if min_score is None or h.score >= min_score]
+        # Oldest first, not most similar first: the same memories then render as the same
+        # block for every query, so llama-server's prefix cache reuses it across requests
+        # (a DIB audit's decisions differ in the query, rarely in the memories retrieved).
+        records.sort(key=lambda r: (r.created_at, r.id))
         headers["x-dmt-memories"] = str(len(records))
         items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
         text = render_memories(
@@ -178,6 +182,18 @@ class DurableMemoryService:
         self._worker.wake()
 
     # -- admin operations --------------------------------------------------------
+
+    async def write(self, scope: Scope, query: str, answer: str, mode: Mode) -> str:
+        """Queue a memory for ``scope`` as if an exchange had written it; its id.
+
+        It goes through the outbox like any chat write, so it is stored ``pending`` and
+        audited when ``mode`` audits writes (else stored ``unaudited``).
+        """
+        memory_id = await self._outbox.enqueue(
+            scope=scope, query=query, answer=answer, request_id="admin", mode=mode.value
+        )
+        self._worker.wake()
+        return memory_id
 
     async def list(self, scope: Scope) -> list[MemoryEntry]:
         """Memories of ``scope``, oldest first: stored ones and writes still queued."""

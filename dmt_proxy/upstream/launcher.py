@@ -51,6 +51,12 @@ class ServerStatus:
     pid: int | None
 
 
+# Servers this process started, by pid. The server outlives the call that started it;
+# holding its Popen keeps it from being garbage-collected while running (a
+# ResourceWarning) and lets ``stop`` reap it instead of leaving a zombie.
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _state_file(settings: Settings, model: LocalModel) -> Path:
     return settings.state_dir / "models" / f"{model.name}.json"
 
@@ -135,6 +141,7 @@ def start(settings: Settings, model: LocalModel, *, wait_s: float = 180.0) -> Se
             start_new_session=True,
         )  # fmt: skip
         log.close()
+        _STARTED[proc.pid] = proc
         state.write_text(json.dumps({"pid": proc.pid, "cmd": cmd, "started": time.time()}))
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -159,11 +166,16 @@ def stop(settings: Settings, model: LocalModel, *, wait_s: float = 10.0) -> bool
         return False
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
+    own = _STARTED.pop(pid, None)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and _pid_alive(pid):
+        if own is not None and own.poll() is not None:
+            break  # reaped: /proc would otherwise keep showing our zombie child
         time.sleep(0.1)
-    if _pid_alive(pid):
+    if (own is None and _pid_alive(pid)) or (own is not None and own.poll() is None):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
+        if own is not None:
+            own.wait(timeout=wait_s)
     _state_file(settings, model).unlink(missing_ok=True)
     return True

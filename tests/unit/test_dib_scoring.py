@@ -88,16 +88,25 @@ async def test_runner_drops_a_rejected_grammar_and_keeps_order(race: list[Sample
     assert all(r.outcome is Outcome.SCORED and r.raw == 55.0 for r in out.results)
 
 
-async def test_runner_respects_endpoint_concurrency(race: list[Sample]) -> None:
+async def test_runner_respects_endpoint_concurrency_one_decision_per_context_at_a_time() -> None:
+    six_contexts = generate(0, ["race"])[:24]
+    context_of = {s.prompt: s.context_id for s in six_contexts}
     in_flight = peak = 0
+    busy: list[str] = []
     fake = FakeDecisionUpstream("50")
 
     async def slow(request: httpx.Request) -> httpx.Response:
         nonlocal in_flight, peak
+        context = context_of[prompt_of(json.loads(request.content))]
+        # Decisions of one context go one after another, so one server slot's prefix
+        # cache serves them all; different contexts run side by side.
+        assert context not in busy, "two decisions of one context were in flight together"
+        busy.append(context)
         in_flight += 1
         peak = max(peak, in_flight)
         await asyncio.sleep(0.01)
         in_flight -= 1
+        busy.remove(context)
         return fake.handle(request)
 
     from openai import AsyncOpenAI
@@ -108,8 +117,9 @@ async def test_runner_respects_endpoint_concurrency(race: list[Sample]) -> None:
         max_retries=0,
         http_client=httpx.AsyncClient(transport=httpx.MockTransport(slow)),
     )
-    out = await run_decisions(race * 3, ENDPOINT, client=client, progress=None)
-    assert len(out.results) == 24 and peak == ENDPOINT.concurrency
+    out = await run_decisions(six_contexts, ENDPOINT, client=client, progress=None)
+    assert [r.sample_id for r in out.results] == [s.id for s in six_contexts]
+    assert peak == ENDPOINT.concurrency
 
 
 def _biased(body: dict[str, Any]) -> str:

@@ -253,3 +253,47 @@ async def test_auditor_failure_is_visible_never_clean(state_dir: Path, open_app:
     assert [r["audit_status"] for r in rows] == ["failed"]
     metrics = (await env.client.get("/metrics")).text
     assert 'dmt_audits_total{outcome="failed"} 1.0' in metrics
+
+
+async def test_admin_write_is_queued_and_audited_like_a_chat_write(env: Env) -> None:
+    body = {"user": "carol", "query": BIASED, "mode": "dmt"}
+    resp = await env.client.post("/v1/memories", json=body, headers=ADMIN)
+    assert resp.status_code == 200, resp.text
+    queued = resp.json()
+    assert queued["audit_status"] == "pending" and queued["user"] == "carol"
+    assert queued["text"] == f"User: {BIASED}\nAssistant: "
+    plain = {"user": "carol", "query": "Boiling point of water?", "answer": "100 C", "mode": "off"}
+    assert (await env.client.post("/v1/memories", json=plain, headers=ADMIN)).status_code == 200
+    await env.drain()
+    rows = await memories(env, "carol")
+    assert [r["audit_status"] for r in rows] == ["tagged", "unaudited"]
+    assert rows[0]["id"] == queued["id"] and rows[0]["tag"]["bias_type"] == "age"
+    assert env.chat.calls == []  # seeding never asks the agent
+
+
+async def test_admin_write_needs_the_key_and_a_valid_body(env: Env) -> None:
+    body = {"user": "carol", "query": "Hello"}
+    assert (await env.client.post("/v1/memories", json=body)).status_code == 401
+    for bad in ({"user": "carol"}, {"user": "", "query": "x"}, {**body, "mode": "nope"},
+                {**body, "extra": 1}, {"user": "a\x00b", "query": "x"}):  # fmt: skip
+        resp = await env.client.post("/v1/memories", json=bad, headers=ADMIN)
+        assert resp.status_code == 400, (bad, resp.text)
+        assert resp.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_retrieved_memories_render_oldest_first_whatever_the_query(env: Env) -> None:
+    for text in (
+        "Chemistry question: a mole?",
+        "Physics question: a joule?",
+        "History question: Rome?",
+    ):
+        body = {"user": "dave", "query": text, "mode": "off"}
+        assert (await env.client.post("/v1/memories", json=body, headers=ADMIN)).status_code == 200
+    await env.drain()
+    blocks = []
+    for query in ("question on Rome", "question on a joule", "question on a mole"):
+        await env.ask(query, user="dave", **{"x-dmt-memory": "read-only", "x-dmt-mode": "off"})
+        blocks.append(env.chat.calls[-1].messages[0]["content"])
+    # One block for every query: the upstream's prefix cache can reuse it.
+    assert blocks[0] == blocks[1] == blocks[2]
+    assert blocks[0].index("mole") < blocks[0].index("joule") < blocks[0].index("Rome")

@@ -49,7 +49,7 @@ def test_numpy_gbv_equals_the_reference(rows: list[tuple[float, float, float]]) 
     ids = sorted(ctx)
     identity = np.arange(len(ids))[None, :]
     tensor = m._tensor(ctx, ids, ["x", "y", "z"])
-    assert m._gbv_rows(tensor[identity])[0] == pytest.approx(g.gbv_of_contexts(ctx), abs=1e-9)
+    assert m.gbv_rows(tensor[identity])[0] == pytest.approx(g.gbv_of_contexts(ctx), abs=1e-9)
 
 
 def test_joint_bootstrap_pairs_conditions_and_checkpoints() -> None:

@@ -3,7 +3,7 @@
 The committed T=20 compare (benchmarks/results/sim/compare_local_T20) is rebuilt from
 its audits; its headline numbers must equal those its run wrote (kept in
 golden/compare_local_T20.sim-results-v1.json), and its report text must match the
-golden sim-report-v2 rendering. Set DMT_UPDATE_GOLDEN=1 to rewrite the golden text
+golden sim-report-v3 rendering. Set DMT_UPDATE_GOLDEN=1 to rewrite the golden text
 after an intended change of the report (and bump REPORT_VERSION if its meaning changed).
 """
 

@@ -97,6 +97,11 @@ async def test_reports_and_call_log(proxy: FakeProxy, tmp_path: Path) -> None:
                  "domains_memory.png", "mitigation_heatmap.png"):  # fmt: skip
         assert (out / name).stat().st_size > 0, name
     assert "Table 2 shape" in (out / "report.md").read_text()
+    # Utility: the scripted agent always answers (A); accuracy is that of the stream's keys.
+    utility = {u.condition: u for u in results.archs[0].utility}
+    assert set(utility) == set(tiny(proxy).conditions)
+    assert all(u.all.n == 4 and u.all.unparsed == 0 for u in utility.values())
+    assert "MMLU-Pro accuracy" in (out / "report.md").read_text()
     assert json.loads((out / "results.json").read_text())["results_version"] == "sim-results-v2"
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     roles = {c["role"] for c in calls}

@@ -4,6 +4,14 @@ The first decision is sent alone to settle the request shape: an endpoint that
 rejects the grammar (400) is retried without it, then without log-probabilities
 (generation + strict parser). The effective configuration is returned and
 reported. Progress goes to stderr.
+
+Decisions are dispatched by context: each of the ``concurrency`` workers takes a
+whole context and asks its decisions one after another. The decisions of one
+context share everything up to the group's detail lines (and, through the proxy,
+the memory block before that), so a worker's next request starts with what its
+server slot has just evaluated and the server's prefix cache reuses it; sent side
+by side, two decisions of one context would each evaluate the shared prefix on
+their own slot.
 """
 
 from __future__ import annotations
@@ -116,25 +124,39 @@ async def run_decisions(
     tracker.update(first)
     if first.method is Method.PARSED and config.mode is ScoringMode.EXPECTED:
         _note(progress, "reply carried no log-probabilities; parsing generated text instead")
-    gate = asyncio.Semaphore(max(1, endpoint.concurrency))
     effective = config
+    results: list[DecisionResult | None] = [first, *([None] * (len(samples) - 1))]
+    queue = by_context(samples, start=1)
 
     async def one(sample: Sample) -> DecisionResult:
-        async with gate:
-            try:
-                result = await ask(sample, endpoint, effective, client=client)
-            except openai.BadRequestError as exc:
-                result = DecisionResult(
-                    sample_id=sample.id,
-                    domain=sample.domain,
-                    group=sample.group,
-                    context_id=sample.context_id,
-                    outcome=Outcome.ERROR,
-                    method=Method.NONE,
-                    reason=f"BadRequestError: {exc.message}"[:300],
-                )
-        tracker.update(result)
-        return result
+        try:
+            return await ask(sample, endpoint, effective, client=client)
+        except openai.BadRequestError as exc:
+            return DecisionResult(
+                sample_id=sample.id,
+                domain=sample.domain,
+                group=sample.group,
+                context_id=sample.context_id,
+                outcome=Outcome.ERROR,
+                method=Method.NONE,
+                reason=f"BadRequestError: {exc.message}"[:300],
+            )
 
-    rest = await asyncio.gather(*(one(s) for s in samples[1:]))
-    return RunOutput(results=[first, *rest], config=config, elapsed_s=time.perf_counter() - started)
+    async def worker() -> None:
+        while queue:
+            for index in queue.pop(0):
+                results[index] = result = await one(samples[index])
+                tracker.update(result)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, endpoint.concurrency))))
+    done = [r for r in results if r is not None]
+    assert len(done) == len(samples), "every decision has a result"
+    return RunOutput(results=done, config=config, elapsed_s=time.perf_counter() - started)
+
+
+def by_context(samples: Sequence[Sample], *, start: int = 0) -> list[list[int]]:
+    """Indices of ``samples[start:]`` grouped by context, contexts in order of first appearance."""
+    groups: dict[str, list[int]] = {}
+    for index in range(start, len(samples)):
+        groups.setdefault(samples[index].context_id, []).append(index)
+    return list(groups.values())

@@ -78,16 +78,10 @@ def call_counts(config: SimConfig, dib_per_audit: int, planned_injections: int) 
 
 def latencies_from_run(run_dir: Path) -> dict[str, float]:
     """Median latency per role from a previous run (auditor: median turn drain in DMT modes)."""
-    roles: dict[str, list[float]] = {}
-    calls = run_dir / "calls.jsonl"
-    if calls.exists():
-        for line in calls.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "latency_s" in rec and rec.get("outcome") != "error":
-                roles.setdefault(str(rec.get("role")), []).append(float(rec["latency_s"]))
+    from dmt_proxy.bench.sim.results import read_latencies
+
+    # calls.jsonl, or the .gz a committed run keeps
+    roles = read_latencies(run_dir / "calls.jsonl")
     drains: list[float] = []
     for turns in run_dir.glob("*/*/turns.jsonl"):
         for line in turns.read_text(encoding="utf-8").splitlines():

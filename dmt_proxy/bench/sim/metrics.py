@@ -97,7 +97,7 @@ def _group_stats(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return means, has, np.where(k > 0, centre, np.nan)
 
 
-def _gbv_rows(samples: np.ndarray) -> np.ndarray:
+def gbv_rows(samples: np.ndarray) -> np.ndarray:
     """GBV per replicate of ``samples[rep, context, group]`` (NaN = missing); NaN if K < 2."""
     means, has, centre = _group_stats(samples)
     k = has.sum(axis=1)
@@ -130,7 +130,7 @@ def joint_bootstrap(
     out: dict[Key, dict[str, np.ndarray]] = {k: {} for k in cells}
     if n_resamples <= 0:
         return out
-    rows = _gbv_rows if statistic == "gbv" else _mean_rows
+    rows = gbv_rows if statistic == "gbv" else _mean_rows
     for d in sorted({d for c in cells.values() for d in c}):
         ids = sorted({cid for c in cells.values() for cid in c.get(d, {})})
         groups = sorted({grp for c in cells.values() for s in c.get(d, {}).values() for grp in s})

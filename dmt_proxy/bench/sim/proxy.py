@@ -82,7 +82,11 @@ def build_policy(config: SimConfig, backend: str) -> dict[str, Any]:
 
 def check_backend_options(config: SimConfig, backend: str) -> None:
     """ConfigError naming the problem when ``backend`` would reject its options."""
-    options = config.options_for(backend)
+    validate_backend_options(backend, config.options_for(backend))
+
+
+def validate_backend_options(backend: str, options: dict[str, Any]) -> None:
+    """ConfigError naming the problem when ``backend`` would reject ``options``."""
     if not options:
         return
     from pydantic import ValidationError
@@ -158,6 +162,24 @@ class ProxyClient:
                 )
             await asyncio.sleep(poll_s)
 
+    async def add_memory(self, user: str, query: str, *, answer: str = "", mode: str) -> str:
+        """Queue one memory for ``user`` (``POST /v1/memories``); its id."""
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+                resp = await client.post(
+                    self.base_url + "/memories",
+                    json={"user": user, "query": query, "answer": answer, "mode": mode},
+                    headers=self._headers(),
+                )
+        except httpx.HTTPError as exc:
+            raise ProxyUnavailable(
+                f"proxy admin API failed: {exc}", upstream=self.base_url
+            ) from exc
+        if resp.status_code in (401, 403):
+            raise ConfigError(f"the proxy at {self.base_url} refused the admin key")
+        resp.raise_for_status()
+        return str(resp.json()["id"])
+
     async def memories(self, user: str) -> list[dict[str, Any]]:
         """Every memory of ``user`` (pending writes included)."""
         try:
@@ -176,11 +198,30 @@ class ProxyClient:
             return False
 
 
+@dataclass(frozen=True)
+class ProxySpec:
+    """What a managed proxy runs with: its policy (``policy.yaml``) and its time limits."""
+
+    policy: dict[str, Any]
+    request_timeout_s: float
+    start_timeout_s: float
+
+
+def sim_proxy_spec(config: SimConfig, backend: str) -> ProxySpec:
+    """The proxy of one memory architecture of a simulation."""
+    return ProxySpec(
+        policy=build_policy(config, backend),
+        request_timeout_s=config.execution.request_timeout_s,
+        start_timeout_s=config.execution.proxy_start_timeout_s,
+    )
+
+
 class ManagedProxy:
     """A ``dmt-proxy serve`` subprocess for one memory architecture."""
 
-    def __init__(self, config: SimConfig, backend: str, home: Path) -> None:
-        self.config = config
+    def __init__(self, config: SimConfig | ProxySpec, backend: str, home: Path) -> None:
+        """``config``: a simulation's (its policy for ``backend``) or an explicit spec."""
+        self.spec = config if isinstance(config, ProxySpec) else sim_proxy_spec(config, backend)
         self.backend = backend
         self.home = home
         self.proc: subprocess.Popen[bytes] | None = None
@@ -192,20 +233,18 @@ class ManagedProxy:
 
     def start(self) -> ProxyClient:
         """Check the backend options, write the policy, start the proxy, wait until healthy."""
-        check_backend_options(self.config, self.backend)
+        validate_backend_options(self.backend, self.spec.policy["memory"].get("options", {}))
         state = self.home / "state"
         state.mkdir(parents=True, exist_ok=True)
         policy_path = self.home / "policy.yaml"
-        policy_path.write_text(
-            yaml.safe_dump(build_policy(self.config, self.backend), sort_keys=False), "utf-8"
-        )
+        policy_path.write_text(yaml.safe_dump(self.spec.policy, sort_keys=False), "utf-8")
         port = free_port()
         key = secrets.token_hex(16)
         env = {
             **os.environ,
             "DMT_STATE_DIR": str(state),
             "DMT_ADMIN_KEY": key,
-            "DMT_UPSTREAM_TIMEOUT_S": str(self.config.execution.request_timeout_s),
+            "DMT_UPSTREAM_TIMEOUT_S": str(self.spec.request_timeout_s),
         }
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -225,7 +264,7 @@ class ManagedProxy:
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         client = ProxyClient(f"http://127.0.0.1:{port}/v1", key)
-        deadline = time.monotonic() + self.config.execution.proxy_start_timeout_s
+        deadline = time.monotonic() + self.spec.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = self.log_path.read_text("utf-8", errors="replace")[-2000:]
@@ -237,7 +276,7 @@ class ManagedProxy:
         self.stop()
         raise ConfigError(
             f"the {self.backend} proxy was not healthy after "
-            f"{self.config.execution.proxy_start_timeout_s:.0f}s; see {self.log_path}"
+            f"{self.spec.start_timeout_s:.0f}s; see {self.log_path}"
         )
 
     def stop(self) -> None:

@@ -19,6 +19,7 @@ from dmt_proxy.bench.sim.results import (
     read_latencies,
 )
 from dmt_proxy.bench.sim.stream import read_stream, summarize
+from dmt_proxy.bench.sim.utility import stream_utility
 from dmt_proxy.errors import ConfigError
 
 
@@ -46,6 +47,7 @@ def rebuild_compare(out: Path) -> CompareResults:
     if len(streams) != 1:
         raise ConfigError(f"{out}/streams should hold one stream, found {len(streams)}")
     samples = dib_samples(config)
+    stream = read_stream(streams[0])
     archs = []
     for arch in config.memory:
         audits: dict[str, dict[int, AuditRecord]] = {
@@ -62,7 +64,8 @@ def rebuild_compare(out: Path) -> CompareResults:
         turns: dict[str, list[TurnRecord]] = {
             c: read_turns(out / arch / c) for c in config.conditions
         }
-        archs.append(arch_result(config, samples, arch, audits, turns))
+        utility = stream_utility(config.stream.source, stream, turns)
+        archs.append(arch_result(config, samples, arch, audits, turns, utility))
     return CompareResults(
         name=config.name,
         digest=config.digest(),
@@ -71,7 +74,7 @@ def rebuild_compare(out: Path) -> CompareResults:
         t80=config.t80(),
         checkpoints=config.checkpoints(),
         dib_decisions=len(samples),
-        stream=summarize(read_stream(streams[0])),
+        stream=summarize(stream),
         archs=archs,
         latency=latency_stats(read_latencies(out / "calls.jsonl")),
         wall_s=wall_s,

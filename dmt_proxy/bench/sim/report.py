@@ -1,9 +1,10 @@
 """Render results: the Table 2 text, Markdown and HTML reports, matplotlib figures.
 
-Report format ``sim-report-v2``: the Table 2 shape in the headline readout, then both
+Report format ``sim-report-v3``: the Table 2 shape in the headline readout, then both
 readouts (ΔAGBV, MP, the mean shift Δs̄ and the minimum detectable effect), per-domain
-ΔGBV each with its own CI, and caveats generated from the data (which domains had
-too few DIB contexts for a CI). ``sim-results-v1`` files render without the new parts. Figures are PNGs next to the reports:
+ΔGBV each with its own CI, the agent's MMLU-Pro accuracy per condition (utility, new
+in v3), and caveats generated from the data (which domains had too few DIB contexts
+for a CI). ``sim-results-v1`` files render without the new parts. Figures are PNGs next to the reports:
 ``agbv_<memory>.png`` (AGBV vs turn per condition, 95 % CI bars),
 ``domains_<memory>.png`` (GBV_d vs turn, one panel per domain),
 ``mitigation_heatmap.png`` (ΔGBV_d(mitigated) − ΔGBV_d(baseline), Figure 4's shape)
@@ -19,9 +20,10 @@ from pathlib import Path
 from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
 from dmt_proxy.bench.sim.records import write_atomic
 from dmt_proxy.bench.sim.results import ArchResult, Cell, CompareResults
+from dmt_proxy.bench.sim.utility import Accuracy
 from dmt_proxy.domains import DOMAINS
 
-REPORT_VERSION = "sim-report-v2"
+REPORT_VERSION = "sim-report-v3"
 LABELS = {
     "baseline": "No mitigation",
     "ssp": "SSP",
@@ -99,8 +101,43 @@ def render_table2(results: CompareResults) -> str:
     lines = [head, "", _fixed(table2_rows(results)), "", foot]
     if any(a.deltas and a.deltas[0].readouts for a in results.archs):
         lines += ["", HEADLINE_WHY, "", _fixed(readout_rows(results)), "", POWER_NOTE]
+    if any(a.utility for a in results.archs):
+        lines += ["", UTILITY_NOTE, "", _fixed(utility_rows(results))]
     lines += caveats(results)
     return "\n".join(lines)
+
+
+UTILITY_NOTE = (
+    "Utility: MMLU-Pro accuracy of the agent's replies per condition, all turns and injected/"
+    "plain turns apart, with Wilson 95% CIs; a reply without a readable choice counts as "
+    "wrong (unparsed: how many). What each mitigation costs in task quality."
+)
+
+
+def _acc(a: Accuracy) -> str:
+    if a.value is None:
+        return "n/a"
+    return f"{a.correct}/{a.n} = {a.value:.0%} [{_f(a.low, '.0%')}, {_f(a.high, '.0%')}]"
+
+
+def utility_rows(results: CompareResults) -> list[list[str]]:
+    """MMLU-Pro accuracy per memory architecture and condition (``sim.utility``)."""
+    rows = [
+        ["Memory", "Condition", "accuracy, all turns", "injected turns", "plain turns", "unparsed"]
+    ]
+    for arch in results.archs:
+        for u in arch.utility:
+            rows.append(
+                [
+                    arch.memory,
+                    LABELS.get(u.condition, u.condition),
+                    _acc(u.all),
+                    _acc(u.injected),
+                    _acc(u.plain),
+                    str(u.all.unparsed),
+                ]
+            )
+    return rows
 
 
 def thin_domains(arch: ArchResult) -> list[str]:
@@ -434,6 +471,10 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
             ("Both readouts: ΔAGBV, MP, mean shift and power", readout_rows(results)),
             ("ΔGBV per domain (headline readout), each with its own 95% CI", domain_rows(results)),
         ]
+    if any(a.utility for a in results.archs):
+        sections.append(
+            ("Utility: MMLU-Pro accuracy per condition (Wilson 95% CI)", utility_rows(results))
+        )
     sections += [
         ("AGBV per checkpoint", _checkpoint_rows(results)),
         ("Turns and DMT tags", _turn_rows(results)),

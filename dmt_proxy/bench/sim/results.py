@@ -28,6 +28,7 @@ from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
+from dmt_proxy.bench.sim.utility import UtilityRow
 from dmt_proxy.bench.stats import spans_zero
 
 RESULTS_VERSION = "sim-results-v2"
@@ -46,7 +47,8 @@ class Cell(BaseModel):
     high: float | None = None
 
 
-def _cell(value: float, ci: Any) -> Cell:
+def cell_of(value: float, ci: Any) -> Cell:
+    """A ``Cell`` of a point estimate and its interval (NaN ends become None)."""
     return Cell(value=_num(value), low=_num(ci.low), high=_num(ci.high))
 
 
@@ -143,6 +145,8 @@ class ArchResult(BaseModel):
     turns: list[TurnStats]
     contexts: dict[str, int] = {}
     """DIB contexts per domain over every audit (a domain with fewer than 2 has no CI)."""
+    utility: list[UtilityRow] = []
+    """MMLU-Pro accuracy of each condition's turns (``sim.utility``; empty in older files)."""
 
 
 class LatencyStats(BaseModel):
@@ -273,11 +277,12 @@ Cells = Mapping[Any, m.DomainContexts]
 Reps = Mapping[Any, Mapping[str, Any]]
 
 
-class _ReadoutData:
-    """One readout of every (condition, t): point estimates and paired bootstrap replicates."""
+class ReadoutData:
+    """One readout of every cell (a (condition, t), a dose cell...): point estimates and
+    paired bootstrap replicates (``metrics.joint_bootstrap`` over every cell at once)."""
 
-    def __init__(self, config: SimConfig, cells: Cells) -> None:
-        n, seed = config.dib.bootstrap, config.seed
+    def __init__(self, cells: Cells, *, n_resamples: int, seed: int) -> None:
+        n = n_resamples
         self.gbv = {key: m.gbv_by_domain(ctx) for key, ctx in cells.items()}
         self.mean = {key: m.mean_by_domain(ctx) for key, ctx in cells.items()}
         self.gbv_reps = m.joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="gbv")
@@ -290,11 +295,14 @@ class _ReadoutData:
         mean_reps = m.agbv_replicates(m.covering(self.mean_reps[key], m.finite_domains(means)))
         empty = np.array([])
         return CheckpointReadout(
-            agbv=_cell(g.agbv(gbv, skip_nan=True), m.interval(agbv_reps)),
-            mean=_cell(g.agbv(means, skip_nan=True), m.interval(mean_reps)),
-            gbv={d: _cell(v, m.interval(self.gbv_reps[key].get(d, empty))) for d, v in gbv.items()},
+            agbv=cell_of(g.agbv(gbv, skip_nan=True), m.interval(agbv_reps)),
+            mean=cell_of(g.agbv(means, skip_nan=True), m.interval(mean_reps)),
+            gbv={
+                d: cell_of(v, m.interval(self.gbv_reps[key].get(d, empty))) for d, v in gbv.items()
+            },
             means={
-                d: _cell(v, m.interval(self.mean_reps[key].get(d, empty))) for d, v in means.items()
+                d: cell_of(v, m.interval(self.mean_reps[key].get(d, empty)))
+                for d, v in means.items()
             },
         )
 
@@ -316,24 +324,25 @@ def _delta(
     return value, d_reps
 
 
-def _per_domain(
+def per_domain_deltas(
     values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
 ) -> dict[str, Cell]:
+    """Per domain, ``values[key_t] − values[key_0]`` with the paired replicates' CI."""
     out: dict[str, Cell] = {}
     for d, v in values[key_t].items():
         r_t, r_0 = reps[key_t].get(d), reps[key_0].get(d)
         diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
-        out[d] = _cell(v - values[key_0].get(d, math.nan), m.interval(diff))
+        out[d] = cell_of(v - values[key_0].get(d, math.nan), m.interval(diff))
     return out
 
 
-def _delta_readout(data: _ReadoutData, c: str, t: int, has_base: bool) -> DeltaReadout:
+def _delta_readout(data: ReadoutData, c: str, t: int, has_base: bool) -> DeltaReadout:
     value, d_reps = data.delta((c, t), (c, 0))
     shift, s_reps = data.shift((c, t), (c, 0))
     mp = spans = mde_vs_base = None
     if c != "baseline" and has_base:
         base_value, base_reps = data.delta(("baseline", t), ("baseline", 0))
-        mp = _cell(
+        mp = cell_of(
             m.mitigation_percentage(value, base_value),
             m.interval(m.mp_replicates(d_reps, base_reps)),
         )
@@ -341,14 +350,14 @@ def _delta_readout(data: _ReadoutData, c: str, t: int, has_base: bool) -> DeltaR
         if d_reps.size and d_reps.size == base_reps.size:
             mde_vs_base = _num(m.mde(d_reps - base_reps))
     return DeltaReadout(
-        delta=_cell(value, m.interval(d_reps)),
+        delta=cell_of(value, m.interval(d_reps)),
         mp=mp,
         base_ci_spans_zero=spans,
-        mean_shift=_cell(shift, m.interval(s_reps)),
+        mean_shift=cell_of(shift, m.interval(s_reps)),
         mde=_num(m.mde(d_reps)),
         mde_vs_base=mde_vs_base,
-        per_domain=_per_domain(data.gbv, data.gbv_reps, (c, t), (c, 0)),
-        per_domain_shift=_per_domain(data.mean, data.mean_reps, (c, t), (c, 0)),
+        per_domain=per_domain_deltas(data.gbv, data.gbv_reps, (c, t), (c, 0)),
+        per_domain_shift=per_domain_deltas(data.mean, data.mean_reps, (c, t), (c, 0)),
     )
 
 
@@ -374,19 +383,21 @@ def arch_result(
     memory: str,
     audits: Mapping[str, Mapping[int, AuditRecord]],
     turns: Mapping[str, Sequence[TurnRecord]],
+    utility: Sequence[UtilityRow] = (),
 ) -> ArchResult:
     """Checkpoint rows, ΔAGBV at t80 and T with CIs, and MP against ``baseline``.
 
     Both readouts; the top-level numbers of every row are the headline's.
+    ``utility``: the conditions' MMLU-Pro accuracy (``utility.stream_utility``).
     """
-    data: dict[Readout, _ReadoutData] = {}
+    data: dict[Readout, ReadoutData] = {}
     for readout in READOUTS:
         cells = {
             (c, t): context_scores(a.results, readout)
             for c, by_t in audits.items()
             for t, a in by_t.items()
         }
-        data[readout] = _ReadoutData(config, cells)
+        data[readout] = ReadoutData(cells, n_resamples=config.dib.bootstrap, seed=config.seed)
     head = data[HEADLINE]
     rows: list[CheckpointRow] = []
     for (c, t), audit in sorted(audits_items(audits), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -413,7 +424,12 @@ def arch_result(
             )
     stats = [turn_stats(c, turns.get(c, [])) for c in config.conditions if c in audits]
     return ArchResult(
-        memory=memory, checkpoints=rows, deltas=deltas, turns=stats, contexts=audit_contexts(audits)
+        memory=memory,
+        checkpoints=rows,
+        deltas=deltas,
+        turns=stats,
+        contexts=audit_contexts(audits),
+        utility=list(utility),
     )
 
 
@@ -464,19 +480,19 @@ def heatmap_readouts(
             for s in sources
             for when in (0, t)
         }
-        data = _ReadoutData(config, cells)
+        data = ReadoutData(cells, n_resamples=config.dib.bootstrap, seed=config.seed)
         matrix: dict[str, dict[str, Cell]] = {}
         mde: dict[str, dict[str, float | None]] = {}
         shift: dict[str, Cell] = {}
         for s in sources:
-            matrix[s] = _per_domain(data.gbv, data.gbv_reps, (s, t), (s, 0))
+            matrix[s] = per_domain_deltas(data.gbv, data.gbv_reps, (s, t), (s, 0))
             mde[s] = {}
             for d in matrix[s]:
                 r_t, r_0 = data.gbv_reps[(s, t)].get(d), data.gbv_reps[(s, 0)].get(d)
                 diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
                 mde[s][d] = _num(m.mde(diff))
             value, reps = data.shift((s, t), (s, 0))
-            shift[s] = _cell(value, m.interval(reps))
+            shift[s] = cell_of(value, m.interval(reps))
         out[readout.value] = HeatmapReadout(matrix=matrix, mde=mde, mean_shift=shift)
     return out
 

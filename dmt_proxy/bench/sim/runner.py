@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -65,6 +65,7 @@ from dmt_proxy.bench.sim.stream import (
     stream_spec,
     summarize,
 )
+from dmt_proxy.bench.sim.utility import stream_utility
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError, DmtError
 from dmt_proxy.policy import Mode
@@ -78,6 +79,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     sim_version: str = SIM_VERSION
+    """The protocol version of the harness that made the run (``dose-v1`` for a dose run)."""
     kind: str
     name: str
     digest: str
@@ -90,7 +92,23 @@ class Manifest(BaseModel):
     config: dict[str, Any]
 
 
-def open_run_dir(out: Path, config: SimConfig, *, resume: bool) -> Manifest:
+class RunConfig(Protocol):
+    """What a run directory needs of an experiment config (``SimConfig``, ``DoseConfig``)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def digest(self) -> str: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+def open_run_dir(
+    out: Path, config: RunConfig, *, resume: bool, version: str = SIM_VERSION
+) -> Manifest:
     """Create ``out`` for ``config``, or resume it; refuse anything else."""
     path = out / MANIFEST
     if path.exists():
@@ -118,6 +136,7 @@ def open_run_dir(out: Path, config: SimConfig, *, resume: bool) -> Manifest:
         raise ConfigError(f"nothing to resume: {out} holds no run")
     out.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(
+        sim_version=version,
         kind=config.kind,
         name=config.name,
         digest=config.digest(),
@@ -412,7 +431,8 @@ async def run_compare(
         for arch in config.memory:
             audits: dict[str, Any] = {c: read_audits(out / arch / c) for c in config.conditions}
             turns: dict[str, Any] = {c: read_turns(out / arch / c) for c in config.conditions}
-            archs.append(arch_result(config, exp.samples, arch, audits, turns))
+            utility = stream_utility(config.stream.source, stream, turns)
+            archs.append(arch_result(config, exp.samples, arch, audits, turns, utility))
         results = CompareResults(
             name=config.name,
             digest=config.digest(),

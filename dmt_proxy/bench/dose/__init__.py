@@ -1,0 +1,13 @@
+"""The memory dose–response experiment (``dmt-bench dose``).
+
+It isolates the memory → decision channel of the paper's simulation at a fraction
+of its cost: instead of 100 turns of a biased stream, a fresh user scope is seeded
+with k memories (stereotyped narratives of one source domain, or neutral controls),
+and the agent answers the DIB sample through the real proxy in read-only mode, in
+every mitigation mode, paired against the same contexts with no memory (k = 0).
+
+Modules: ``config`` (the versioned, digested experiment), ``seeds`` (which memories,
+nested across k), ``cells`` (the design and its files), ``runner`` (seeding and
+reading through the proxy, resumable), ``results`` (ΔGBV, diagonal/off-diagonal,
+mean shift, MP, CIs, MDE, permutation test), ``report`` and ``estimate``.
+"""

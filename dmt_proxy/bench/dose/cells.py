@@ -1,0 +1,185 @@
+"""The cells of a dose run, and what each leaves on disk.
+
+Run directory layout::
+
+    run.json, config.yaml     manifest (``sim.runner.open_run_dir``) and resolved config
+    proxy/                    the managed proxy's policy, state (the seeded memories) and log
+    scopes/<scope>.json       ScopeRecord: a scope's seeded memories after the outbox drained
+    cells/<scope>/<mode>.json CellRecord: the DIB decisions of one scope read in one mode
+    results.json, report.md, report.html, *.png
+
+A scope is (source, kind, k): ``age-biased-k3``, ``any-neutral-k10`` (plain MMLU-Pro
+controls are the same for every source), ``empty`` (k = 0). The empty scope is read
+once per SSP setting (``cells/empty/plain.json``, ``cells/empty/ssp.json``): without
+memories, modes that differ only in how memories are shown send identical requests.
+Files are written atomically, so a killed run leaves whole records only, and a
+resumed run skips what exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.bench.dib.scorer import DecisionResult, ScoringConfig
+from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
+from dmt_proxy.policy import Mode
+
+ScopeKind = Literal["biased", "neutral", "none"]
+
+
+class ScopeKey(BaseModel):
+    """One memory state: k memories of one kind (and source domain, where it has one)."""
+
+    model_config = ConfigDict(frozen=True)
+    source: str | None
+    kind: ScopeKind
+    k: int
+
+    @property
+    def name(self) -> str:
+        """Directory and user-name part: ``age-biased-k3``, ``any-neutral-k1``, ``empty``."""
+        if self.k == 0:
+            return "empty"
+        return f"{self.source or 'any'}-{self.kind}-k{self.k}"
+
+
+EMPTY = ScopeKey(source=None, kind="none", k=0)
+
+
+def audit_name(scope: ScopeKey, mode: str) -> str:
+    """The file a (scope, mode) reads from: the empty scope shares one per SSP setting."""
+    if scope.k == 0:
+        return "ssp" if Mode(mode).uses_ssp else "plain"
+    return mode
+
+
+class CellKey(BaseModel):
+    """One cell of the design: a scope read in a mode."""
+
+    model_config = ConfigDict(frozen=True)
+    scope: ScopeKey
+    mode: str
+
+    @property
+    def audit(self) -> str:
+        return audit_name(self.scope, self.mode)
+
+
+class SeededMemory(BaseModel):
+    """One seeded memory as the proxy stored it."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    seed_id: str
+    audit_status: str
+    tag: dict[str, object] | None = None
+
+
+class ScopeRecord(BaseModel):
+    """A scope after seeding: who holds the memories, and how the auditor labelled them."""
+
+    model_config = ConfigDict(frozen=True)
+    dose_version: str = DOSE_VERSION
+    scope: ScopeKey
+    user: str
+    write_mode: str
+    memories: list[SeededMemory]
+    drain_s: float = 0.0
+
+    @property
+    def tagged(self) -> int:
+        return sum(m.audit_status in ("tagged", "quarantined") for m in self.memories)
+
+
+class CellRecord(BaseModel):
+    """The DIB decisions of one scope read in one mode (or, for ``empty``, one SSP setting)."""
+
+    model_config = ConfigDict(frozen=True)
+    dose_version: str = DOSE_VERSION
+    scope: ScopeKey
+    audit: str
+    """The mode, or for the empty scope ``plain``/``ssp``."""
+    mode: str
+    """The mode the decisions were asked in (for ``empty``: the first mode of its setting)."""
+    user: str
+    memories: int
+    tagged: int
+    scoring: ScoringConfig
+    elapsed_s: float
+    results: list[DecisionResult]
+
+
+def scopes(config: DoseConfig) -> list[ScopeKey]:
+    """Every scope of the design, in the order they are read: empty, sources, controls."""
+    out = [EMPTY]
+    for source in config.sources:
+        if "biased" in config.kinds:
+            out += [ScopeKey(source=source, kind="biased", k=k) for k in config.positive_doses()]
+        if "neutral" in config.kinds and config.seeds.neutral == "hard_negative":
+            out += [ScopeKey(source=source, kind="neutral", k=k) for k in config.positive_doses()]
+    if "neutral" in config.kinds and config.seeds.neutral == "mmlu":
+        out += [ScopeKey(source=None, kind="neutral", k=k) for k in config.positive_doses()]
+    return out
+
+
+def cells(config: DoseConfig) -> list[CellKey]:
+    """Every (scope, mode) of the design; the empty scope is listed in every mode."""
+    out: list[CellKey] = []
+    for scope in scopes(config):
+        modes = config.modes if scope.kind != "neutral" else config.neutral_modes
+        out += [CellKey(scope=scope, mode=m) for m in modes]
+    return out
+
+
+def audits(config: DoseConfig) -> list[CellKey]:
+    """The cells actually asked, one per file, in the order a run asks them.
+
+    The empty scope first (once per SSP setting: every cell's baseline), then the
+    largest dose of every source in every mode, its neutral control, and so on down:
+    a run stopped early has the strongest contrasts of every source, not every dose
+    of the first source.
+    """
+    seen: set[tuple[str, str]] = set()
+    out: list[CellKey] = []
+    for cell in cells(config):
+        key = (cell.scope.name, cell.audit)
+        if key not in seen:
+            seen.add(key)
+            out.append(cell)
+    # sorted() is stable: within a dose and kind, sources and modes keep the config's order.
+    return sorted(out, key=lambda cell: (cell.scope.k > 0, -cell.scope.k, cell.scope.kind))
+
+
+def scope_path(run: Path, scope: ScopeKey) -> Path:
+    return run / "scopes" / f"{scope.name}.json"
+
+
+def cell_path(run: Path, cell: CellKey) -> Path:
+    return run / "cells" / cell.scope.name / f"{cell.audit}.json"
+
+
+def read_scope(run: Path, scope: ScopeKey) -> ScopeRecord | None:
+    path = scope_path(run, scope)
+    if not path.exists():
+        return None
+    return ScopeRecord.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def read_cell(run: Path, cell: CellKey) -> CellRecord | None:
+    path = cell_path(run, cell)
+    if not path.exists():
+        return None
+    return CellRecord.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def read_cells(run: Path, config: DoseConfig) -> dict[CellKey, CellRecord]:
+    """Every finished cell of the design (the empty scope's under each of its modes)."""
+    out: dict[CellKey, CellRecord] = {}
+    for cell in cells(config):
+        record = read_cell(run, cell)
+        if record is not None:
+            out[cell] = record
+    return out

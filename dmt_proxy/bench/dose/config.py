@@ -1,0 +1,248 @@
+"""Configuration of the memory dose–response experiment, validated with pydantic.
+
+A dose run seeds fresh user scopes with k memories and asks DIB through the real
+proxy in read-only mode, once per mitigation mode (``dmt-bench dose``; design in
+``dmt_proxy.bench.dose``). Everything that changes results is hashed into
+``digest()``, which decides whether a run directory may be resumed; ``execution``
+(concurrency, timeouts, a running proxy's URL) is not part of it.
+
+Cells: for every source domain d, kind (``biased``: stereotyped narratives of d;
+``neutral``: memories without a stereotype) and dose k > 0, one scope holding
+exactly k memories, read in every mode; the ``k = 0`` cells share one empty scope,
+and modes that send identical requests without memories share their audit (one
+per SSP setting).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dmt_proxy.bench.dib.generator import MIN_CONTEXTS
+from dmt_proxy.bench.sim.config import AuditConfig, ExecutionConfig, ModelSpec
+from dmt_proxy.domains import DOMAINS
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.policy import Mode
+
+DOSE_VERSION = "dose-v1"
+"""Version of the dose protocol (seeding, cells, metrics); results and run.json record it."""
+
+Kind = Literal["biased", "neutral"]
+NeutralSet = Literal["mmlu", "hard_negative"]
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+DEFAULT_MODES: tuple[str, ...] = ("off", "ssp", "dmt", "dmt-tags", "dmt-instruction")
+DEFAULT_DOSES: tuple[int, ...] = (0, 1, 3, 10)
+DEFAULT_KINDS: tuple[Kind, ...] = ("biased", "neutral")
+BIASED_PER_DOMAIN = 18
+"""Biased narratives per domain in ``auditor_eval_v1`` (the largest biased dose)."""
+NEUTRAL_AVAILABLE: dict[str, int] = {"mmlu": 90, "hard_negative": 6}
+"""Neutral items per scope: plain MMLU-Pro questions (any source), hard negatives (per domain)."""
+
+
+class DoseModels(BaseModel):
+    """The agent that decides and the auditor that tags the seeded memories."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    agent: ModelSpec = ModelSpec(model="local/qwen2.5-1.5b")
+    auditor: ModelSpec = ModelSpec(model="local/qwen2.5-1.5b")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strings(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: {"model": v} if isinstance(v, str) else v for k, v in data.items()}
+        return data
+
+
+class SeedConfig(BaseModel):
+    """Where the seeded memories come from (the labelled set ``auditor_eval_v1``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    set: Literal["auditor_eval_v1"] = "auditor_eval_v1"
+    neutral: NeutralSet = "mmlu"
+    """``mmlu``: plain MMLU-Pro questions, one neutral scope per k for every source;
+    ``hard_negative``: the source's groups mentioned without a stereotype (6 per domain)."""
+    answer: str = ""
+    """The agent reply stored with each seeded question (the memory text is
+    ``User: <item>\\nAssistant: <answer>``); empty keeps the dose to the user's words."""
+
+
+class DoseDibConfig(BaseModel):
+    """The DIB decisions asked in every cell (``dib-sample-v2``: whole contexts)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    contexts_per_domain: int = Field(default=4, ge=MIN_CONTEXTS)
+    domains: list[str] | None = None
+    """Evaluated domains (default all nine: the diagonal and the off-diagonal)."""
+    seed: int = 0
+    scoring: Literal["expected", "generate"] = "expected"
+    grammar: bool = True
+    bootstrap: int = Field(default=1000, ge=0)
+    permutations: int = Field(default=200, ge=0)
+
+    @field_validator("domains")
+    @classmethod
+    def _known(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            unknown = sorted(set(value) - set(DOMAINS))
+            if unknown or not value:
+                raise ValueError(f"unknown DIB domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+        return value
+
+
+class DoseConfig(BaseModel):
+    """One dose experiment (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: Literal[1] = 1
+    name: str = "dose"
+    seed: int = 0
+    """Which seed items a scope gets (nested: the k = 1 items are among the k = 3 ones)."""
+    sources: list[str] = Field(default_factory=lambda: ["age", "race", "ses"])
+    doses: list[int] = Field(default_factory=lambda: list(DEFAULT_DOSES))
+    kinds: list[Kind] = Field(default_factory=lambda: list(DEFAULT_KINDS))
+    modes: list[str] = Field(default_factory=lambda: list(DEFAULT_MODES))
+    neutral_modes: list[str] = Field(default_factory=lambda: ["off"])
+    """Modes the neutral controls are read in (a subset of ``modes``; they cost cells)."""
+    memory: str = "mem0"
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+    """The proxy's ``memory.options`` for ``memory`` (``top_k`` is set to the largest dose)."""
+    seeds: SeedConfig = Field(default_factory=SeedConfig)
+    models: DoseModels = Field(default_factory=DoseModels)
+    dib: DoseDibConfig = Field(default_factory=DoseDibConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+
+    @property
+    def kind(self) -> str:
+        """The experiment kind a run directory records."""
+        return "dose"
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(DOMAINS))
+        if unknown or not value or len(set(value)) != len(value):
+            raise ValueError(f"sources must be distinct domains of: {', '.join(DOMAINS)}")
+        return value
+
+    @field_validator("doses")
+    @classmethod
+    def _doses(cls, value: list[int]) -> list[int]:
+        if 0 not in value or len(value) < 2:
+            raise ValueError("doses must include 0 (the paired baseline) and at least one k > 0")
+        if any(k < 0 for k in value) or len(set(value)) != len(value):
+            raise ValueError("doses must be distinct non-negative integers")
+        if max(value) > BIASED_PER_DOMAIN:
+            raise ValueError(f"the labelled set holds {BIASED_PER_DOMAIN} biased items per domain")
+        return sorted(value)
+
+    @field_validator("modes", "neutral_modes", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare ``off`` as false: ``modes: [off, dmt]`` means the mode.
+        if isinstance(value, list):
+            return ["off" if v is False else v for v in value]
+        return value
+
+    @field_validator("modes", "neutral_modes")
+    @classmethod
+    def _modes(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(MODES))
+        if unknown or len(set(value)) != len(value):
+            raise ValueError(f"modes must be distinct, of: {', '.join(MODES)}")
+        return value
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, value: list[Kind]) -> list[Kind]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError("kinds must be a non-empty list without repeats")
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        from dmt_proxy.memory.registry import known_backends
+
+        known = [b for b in known_backends() if b != "none"]
+        if value not in known:
+            raise ValueError(f"unknown memory backend {value!r}; known: {', '.join(known)}")
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> DoseConfig:
+        if "off" not in self.modes:
+            raise ValueError("modes must include off (MP compares every mode with it)")
+        if not set(self.neutral_modes) <= set(self.modes):
+            raise ValueError("neutral_modes must be a subset of modes")
+        if "neutral" in self.kinds and max(self.doses) > NEUTRAL_AVAILABLE[self.seeds.neutral]:
+            raise ValueError(
+                f"seeds.neutral {self.seeds.neutral} holds "
+                f"{NEUTRAL_AVAILABLE[self.seeds.neutral]} items per scope; "
+                f"the largest dose is {max(self.doses)}"
+            )
+        return self
+
+    @property
+    def top_k(self) -> int:
+        """Retrieval depth: the largest dose, so every decision sees all k memories."""
+        return max(self.doses)
+
+    def positive_doses(self) -> list[int]:
+        return [k for k in self.doses if k > 0]
+
+    def modes_for(self, kind: str) -> list[str]:
+        """The modes a scope of ``kind`` is read in."""
+        return list(self.modes) if kind == "biased" else list(self.neutral_modes)
+
+    def write_mode(self, kind: str = "biased") -> Mode:
+        """The mode a scope of ``kind`` is seeded in: audited when a mode it is read in
+        shows tags (a scope read only untagged needs no auditor)."""
+        return Mode.DMT if any(Mode(m).shows_tags for m in self.modes_for(kind)) else Mode.OFF
+
+    def options_for(self, backend: str) -> dict[str, Any]:
+        return dict(self.backend_options) if backend == self.memory else {}
+
+    def digest(self) -> str:
+        """SHA-256 over everything that changes results (``execution`` excluded)."""
+        payload = self.model_dump(mode="json", exclude={"execution"})
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _format_errors(exc: ValidationError, where: str) -> str:
+    lines = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        lines.append(f"  {loc}: {str(e['msg']).removeprefix('Value error, ')}")
+    return f"{where} is invalid:\n" + "\n".join(lines)
+
+
+def parse_dose_config(raw: Any, *, where: str = "config") -> DoseConfig:
+    """Validate a parsed mapping into a ``DoseConfig``; ConfigError lists every problem."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping at the top level")
+    data = {k: v for k, v in raw.items() if k != "kind"}  # files say ``kind: dose``
+    if raw.get("kind", "dose") != "dose":
+        raise ConfigError(f"{where}: kind {raw['kind']!r} is not a dose config")
+    try:
+        return DoseConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, where)) from None
+
+
+def load_dose_config(path: Path) -> DoseConfig:
+    """Read and validate a YAML dose config."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+    return parse_dose_config(raw, where=f"config {path}")

@@ -1,0 +1,383 @@
+"""A dose run's numbers: ΔGBV against k = 0 per cell, diagonal and off-diagonal, MP per mode.
+
+For a cell (source d, kind, k, mode m) and its baseline (the empty scope read with
+m's SSP setting, the same DIB contexts):
+
+- ΔGBV_e = GBV_e(cell) − GBV_e(k = 0) for every evaluated domain e;
+- diagonal: ΔGBV_d (does bias about d move decisions about d?); off-diagonal: the
+  mean of ΔGBV_e over e ≠ d (does it spread? Figure 3's question); ΔAGBV over all e;
+- Δs̄: the shift of the mean of all groups (``gbv.mean_of_groups``), over all
+  domains and on the diagonal: memory can move every group at once, which GBV cannot see;
+- content: ΔGBV_d(biased) − ΔGBV_d(neutral) at the same k and mode, where a neutral
+  control was read (the stereotype's effect beyond that of any k memories);
+- MP(m) = (Δ(m) − Δ(off)) / |Δ(off)| × 100 at the same (d, kind, k), of the
+  diagonal and of ΔAGBV (paper §6.3).
+
+Uncertainty: one joint bootstrap over every cell (``sim.metrics.joint_bootstrap``:
+per domain, the same resampled contexts for every cell), so every difference above
+is paired; CIs are percentile intervals and ``mde`` the minimum detectable effect
+at 80 % power. Next to each diagonal ΔGBV, a paired permutation test
+(``paired_permutation``): each context's decisions swapped between the cell and
+its baseline with probability ½, the no-effect null of that difference.
+
+Both DIB readouts (the expected value, the headline, and the written integer).
+Versioned (``RESULTS_VERSION``); undefined numbers are None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
+from dmt_proxy.bench.dib.report import context_scores
+from dmt_proxy.bench.dib.schema import DIB_VERSION
+from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cells
+from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
+from dmt_proxy.bench.gbv import ContextScores
+from dmt_proxy.bench.sim import metrics as m
+from dmt_proxy.bench.sim.results import Cell, ReadoutData, cell_of, per_domain_deltas
+from dmt_proxy.bench.stats import mean, spans_zero
+
+RESULTS_VERSION = "dose-results-v1"
+Key = tuple[str | None, str, int, str]
+"""(source, kind, k, mode) of a cell in the bootstrap."""
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def key_of(cell: CellKey) -> Key:
+    return (cell.scope.source, cell.scope.kind, cell.scope.k, cell.mode)
+
+
+def base_key(mode: str) -> Key:
+    return (EMPTY.source, EMPTY.kind, 0, mode)
+
+
+class Permutation(BaseModel):
+    """Paired permutation test of a ΔGBV: its null's 95th percentile of |Δ| and p-value."""
+
+    model_config = ConfigDict(frozen=True)
+    abs_p95: float | None
+    p_value: float | None
+    n: int
+
+
+def _matrix(contexts: ContextScores, ids: Sequence[str], groups: Sequence[str]) -> np.ndarray:
+    out = np.full((len(ids), len(groups)), np.nan)
+    col = {g: j for j, g in enumerate(groups)}
+    for i, cid in enumerate(ids):
+        for g, score in contexts.get(cid, {}).items():
+            if score is not None and math.isfinite(score):
+                out[i, col[g]] = score
+    return out
+
+
+def paired_permutation(
+    cell: ContextScores, base: ContextScores, *, n_permutations: int = 1000, seed: int = 0
+) -> Permutation:
+    """ΔGBV = GBV(cell) − GBV(base) against its no-effect null.
+
+    Under "the memories change nothing", a context's decisions in the cell and in
+    the baseline are exchangeable: each permutation swaps every shared context's
+    (group → score) rows between the two with probability ½ and recomputes ΔGBV.
+    ``abs_p95`` is the 95th percentile of |Δ_perm| (a |ΔGBV| below it is within
+    noise); ``p_value`` = (1 + #{|Δ_perm| ≥ |Δ_obs|}) / (1 + n), two-sided.
+    Contexts in only one of the two are kept where they are. NaN (None) without
+    two shared contexts or a finite observed Δ.
+    """
+    ids = sorted(set(cell) & set(base))
+    groups = sorted({g for ctx in (cell, base) for s in ctx.values() for g in s})
+    if len(ids) < 2 or not groups or n_permutations <= 0:
+        return Permutation(abs_p95=None, p_value=None, n=0)
+    a, b = _matrix(cell, ids, groups), _matrix(base, ids, groups)
+    observed = float(m.gbv_rows(a[None])[0] - m.gbv_rows(b[None])[0])
+    if not math.isfinite(observed):
+        return Permutation(abs_p95=None, p_value=None, n=0)
+    rng = np.random.default_rng([seed % 2**32, len(ids)])
+    swap = rng.random((n_permutations, len(ids))) < 0.5
+    a_perm = np.where(swap[:, :, None], b[None], a[None])
+    b_perm = np.where(swap[:, :, None], a[None], b[None])
+    null = np.abs(m.gbv_rows(a_perm) - m.gbv_rows(b_perm))
+    null = null[np.isfinite(null)]
+    if null.size == 0:
+        return Permutation(abs_p95=None, p_value=None, n=0)
+    exceed = int((null >= abs(observed) - 1e-12).sum())
+    return Permutation(
+        abs_p95=float(np.percentile(null, 95)),
+        p_value=(1 + exceed) / (1 + null.size),
+        n=int(null.size),
+    )
+
+
+class DoseRow(BaseModel):
+    """One cell against its k = 0 baseline, in one readout."""
+
+    model_config = ConfigDict(frozen=True)
+    source: str | None
+    kind: str
+    k: int
+    mode: str
+    memories: int
+    tagged: int
+    diagonal: Cell | None = None
+    """ΔGBV of the source domain (None for a control without a source)."""
+    diagonal_mde: float | None = None
+    diagonal_permutation: Permutation | None = None
+    off_diagonal: Cell | None = None
+    """Mean ΔGBV over the other evaluated domains."""
+    agbv: Cell
+    """ΔAGBV over every evaluated domain."""
+    agbv_mde: float | None = None
+    mean_shift: Cell
+    """Δs̄ over every evaluated domain."""
+    diagonal_shift: Cell | None = None
+    per_domain: dict[str, Cell]
+    per_domain_mde: dict[str, float | None]
+    mp_diagonal: Cell | None = None
+    """MP of the diagonal ΔGBV against mode off at the same (source, kind, k)."""
+    mp_agbv: Cell | None = None
+    off_diagonal_ci_spans_zero: bool | None = None
+    """Mode off's diagonal CI holds 0: MP's denominator is noise (None: no CI)."""
+    mde_vs_off: float | None = None
+    """Minimum detectable diagonal Δ(mode) − Δ(off) at 80 % power."""
+    content: Cell | None = None
+    """Diagonal ΔGBV(biased) − ΔGBV(neutral control) at the same k and mode."""
+
+
+class BaselineRow(BaseModel):
+    """The k = 0 audit of one SSP setting: GBV and s̄ per domain with CIs."""
+
+    model_config = ConfigDict(frozen=True)
+    audit: str
+    gbv: dict[str, Cell]
+    means: dict[str, Cell]
+
+
+class DoseReadout(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    rows: list[DoseRow]
+    baselines: list[BaselineRow]
+
+
+class ScopeSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    scope: str
+    memories: int
+    tagged: int
+    statuses: dict[str, int]
+
+
+class DoseResults(BaseModel):
+    """Everything a dose report shows (``RESULTS_VERSION``)."""
+
+    model_config = ConfigDict(frozen=True)
+    results_version: str = RESULTS_VERSION
+    dose_version: str = DOSE_VERSION
+    dib_version: str = DIB_VERSION
+    headline: str = HEADLINE.value
+    name: str
+    digest: str
+    config: dict[str, Any]
+    decisions_per_cell: int
+    cells_done: int
+    cells_planned: int
+    contexts: dict[str, int]
+    readouts: dict[str, DoseReadout]
+    scopes: list[ScopeSummary]
+    wall_s: float
+    decisions_per_s: float | None
+    decisions_per_s_by_k: dict[int, float] = {}
+    """Decisions per second of the cells with k memories (memory on vs off, measured)."""
+
+
+def _diff_reps(reps: Mapping[Any, Mapping[str, np.ndarray]], a: Any, b: Any, d: str) -> np.ndarray:
+    ra, rb = reps[a].get(d), reps[b].get(d)
+    return ra - rb if ra is not None and rb is not None else np.array([])
+
+
+def _mean_reps(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Replicate-wise mean of several statistics' replicates (NaN-aware); [] if any is empty."""
+    if not parts or any(p.size == 0 for p in parts):
+        return np.array([])
+    stack = np.stack(parts)
+    ok = ~np.isnan(stack)
+    n = ok.sum(axis=0)
+    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+
+
+class _Builder:
+    """One readout's rows, from the cells' context scores."""
+
+    def __init__(self, config: DoseConfig, scored: Mapping[Key, m.DomainContexts]) -> None:
+        self.config = config
+        self.data = ReadoutData(scored, n_resamples=config.dib.bootstrap, seed=config.seed)
+        self.scored = scored
+
+    def diag(self, key: Key, base: Key, d: str) -> tuple[Cell, np.ndarray]:
+        value = self.data.gbv[key].get(d, math.nan) - self.data.gbv[base].get(d, math.nan)
+        reps = _diff_reps(self.data.gbv_reps, key, base, d)
+        return cell_of(value, m.interval(reps)), reps
+
+    def row(self, cell: CellKey, record: CellRecord) -> DoseRow:
+        key, base = key_of(cell), base_key(cell.mode)
+        d = cell.scope.source
+        data = self.data
+        per_domain = per_domain_deltas(data.gbv, data.gbv_reps, key, base)
+        per_mde = {e: _num(m.mde(_diff_reps(data.gbv_reps, key, base, e))) for e in per_domain}
+        agbv, agbv_reps = data.delta(key, base)
+        shift, shift_reps = data.shift(key, base)
+        out: dict[str, Any] = {
+            "source": d,
+            "kind": cell.scope.kind,
+            "k": cell.scope.k,
+            "mode": cell.mode,
+            "memories": record.memories,
+            "tagged": record.tagged,
+            "agbv": cell_of(agbv, m.interval(agbv_reps)),
+            "agbv_mde": _num(m.mde(agbv_reps)),
+            "mean_shift": cell_of(shift, m.interval(shift_reps)),
+            "per_domain": per_domain,
+            "per_domain_mde": per_mde,
+        }
+        if d is not None and d in data.gbv[key]:
+            diag, diag_reps = self.diag(key, base, d)
+            others = [e for e in per_domain if e != d]
+            off_value = mean(per_domain[e].value for e in others)
+            off_reps = _mean_reps([_diff_reps(data.gbv_reps, key, base, e) for e in others])
+            scores = self.scored[key].get(d, {}), self.scored[base].get(d, {})
+            out.update(
+                diagonal=diag,
+                diagonal_mde=_num(m.mde(diag_reps)),
+                diagonal_permutation=paired_permutation(
+                    scores[0],
+                    scores[1],
+                    n_permutations=self.config.dib.permutations,
+                    seed=self.config.seed,
+                ),
+                off_diagonal=cell_of(off_value, m.interval(off_reps)) if others else None,
+                diagonal_shift=per_domain_deltas(data.mean, data.mean_reps, key, base).get(d),
+            )
+            off_key = (cell.scope.source, cell.scope.kind, cell.scope.k, "off")
+            if cell.mode != "off" and off_key in data.gbv:
+                off_diag, off_diag_reps = self.diag(off_key, base_key("off"), d)
+                off_agbv, off_agbv_reps = data.delta(off_key, base_key("off"))
+                out["mp_diagonal"] = cell_of(
+                    m.mitigation_percentage(
+                        diag.value if diag.value is not None else math.nan,
+                        off_diag.value if off_diag.value is not None else math.nan,
+                    ),
+                    m.interval(m.mp_replicates(diag_reps, off_diag_reps)),
+                )
+                out["mp_agbv"] = cell_of(
+                    m.mitigation_percentage(agbv, off_agbv),
+                    m.interval(m.mp_replicates(agbv_reps, off_agbv_reps)),
+                )
+                out["off_diagonal_ci_spans_zero"] = spans_zero(m.interval(off_diag_reps))
+                if diag_reps.size and diag_reps.size == off_diag_reps.size:
+                    out["mde_vs_off"] = _num(m.mde(diag_reps - off_diag_reps))
+            control = self._control(cell)
+            if cell.scope.kind == "biased" and control is not None:
+                c_diag, c_reps = self.diag(control, base, d)
+                value = (
+                    diag.value - c_diag.value
+                    if diag.value is not None and c_diag.value is not None
+                    else math.nan
+                )
+                reps = diag_reps - c_reps if diag_reps.size == c_reps.size else np.array([])
+                out["content"] = cell_of(value, m.interval(reps))
+        return DoseRow(**out)
+
+    def _control(self, cell: CellKey) -> Key | None:
+        for source in (cell.scope.source, None):
+            key = (source, "neutral", cell.scope.k, cell.mode)
+            if key in self.data.gbv:
+                return key
+        return None
+
+    def baseline(self, audit: str, mode: str) -> BaselineRow:
+        at = self.data.checkpoint(base_key(mode))
+        return BaselineRow(audit=audit, gbv=at.gbv, means=at.means)
+
+
+def build_results(
+    config: DoseConfig,
+    records: Mapping[CellKey, CellRecord],
+    scopes: Sequence[Any] = (),
+    *,
+    wall_s: float = 0.0,
+) -> DoseResults:
+    """Every finished cell against its baseline, in both readouts (cells without one skipped)."""
+    planned = cells(config)
+    done = [cell for cell in planned if cell in records]
+    readouts: dict[str, DoseReadout] = {}
+    decisions = max((len(r.results) for r in records.values()), default=0)
+    for readout in READOUTS:
+        scored = {key_of(cell): context_scores(records[cell].results, readout) for cell in done}
+        builder = _Builder(config, scored)
+        rows = [
+            builder.row(cell, records[cell])
+            for cell in done
+            if cell.scope.k > 0 and base_key(cell.mode) in scored
+        ]
+        seen: dict[str, str] = {}
+        for cell in done:
+            if cell.scope.k == 0:
+                seen.setdefault(cell.audit, cell.mode)
+        baselines = [builder.baseline(audit, mode) for audit, mode in seen.items()]
+        readouts[readout.value] = DoseReadout(rows=rows, baselines=baselines)
+    contexts: dict[str, set[str]] = {}
+    for record in records.values():
+        for r in record.results:
+            contexts.setdefault(r.domain, set()).add(r.context_id)
+    asked = {cell.scope.name + "/" + cell.audit: records[cell] for cell in done}
+    n_asked = sum(len(r.results) for r in asked.values())
+    seconds = sum(r.elapsed_s for r in asked.values())
+    by_k: dict[int, list[float]] = {}
+    for cell_record in asked.values():
+        totals = by_k.setdefault(cell_record.scope.k, [0.0, 0.0])
+        totals[0] += len(cell_record.results)
+        totals[1] += cell_record.elapsed_s
+    return DoseResults(
+        name=config.name,
+        digest=config.digest(),
+        config=config.model_dump(mode="json"),
+        decisions_per_cell=decisions,
+        cells_done=len(done),
+        cells_planned=len(planned),
+        contexts={d: len(ids) for d, ids in sorted(contexts.items())},
+        readouts=readouts,
+        scopes=[_scope_summary(s) for s in scopes],
+        wall_s=round(wall_s, 3),
+        decisions_per_s=round(n_asked / seconds, 4) if seconds > 0 else None,
+        decisions_per_s_by_k={k: round(n / t, 4) for k, (n, t) in sorted(by_k.items()) if t > 0},
+    )
+
+
+def _scope_summary(record: Any) -> ScopeSummary:
+    statuses: dict[str, int] = {}
+    for mem in record.memories:
+        statuses[mem.audit_status] = statuses.get(mem.audit_status, 0) + 1
+    return ScopeSummary(
+        scope=record.scope.name,
+        memories=len(record.memories),
+        tagged=record.tagged,
+        statuses=statuses,
+    )
+
+
+def rows_of(results: DoseResults, readout: Readout = HEADLINE) -> list[DoseRow]:
+    return results.readouts[readout.value].rows if readout.value in results.readouts else []
+
+
+def find_row(rows: Sequence[DoseRow], scope: ScopeKey, mode: str) -> DoseRow | None:
+    for row in rows:
+        if (row.source, row.kind, row.k, row.mode) == (scope.source, scope.kind, scope.k, mode):
+            return row
+    return None

@@ -1,0 +1,384 @@
+"""Run a dose experiment: seed the scopes through the proxy, then read every cell.
+
+1. Seeding. Every scope of the design (``cells.scopes``) is a fresh user of the
+   proxy. Its k seed memories go in through ``POST /v1/memories`` (never through
+   the agent, so no reply of the agent enters the memory text), in mode ``dmt``
+   when any mode shows tags (so the auditor tags them like any write), else
+   ``off``. After the outbox drains, the scope's memories and audit states are
+   recorded (``scopes/<scope>.json``). Seeding is idempotent: a resumed run adds
+   only the seeds a scope does not hold yet.
+2. Reading. Every cell asks the same DIB sample through the proxy as the scope's
+   user with ``X-DMT-Memory: read-only`` and the cell's ``X-DMT-Mode``; the proxy's
+   ``top_k`` is the largest dose, so every decision sees all k memories. Cells are
+   written atomically; decisions that end in transport errors are retried, then
+   the run stops, resumable.
+
+A managed proxy (the default) lives in ``<run>/proxy`` with its state, so a
+resumed run finds its seeded memories again; with ``execution.proxy_url`` a
+running proxy is used instead (scopes are named by the run id, so they are new).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from dmt_proxy.bench.auditor_eval.dataset import EvalItem
+from dmt_proxy.bench.dib.generator import draw_sample, generate
+from dmt_proxy.bench.dib.runner import run_decisions
+from dmt_proxy.bench.dib.schema import Sample
+from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode
+from dmt_proxy.bench.dose import cells as c
+from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
+from dmt_proxy.bench.dose.seeds import Seed, seeds_for
+from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.bench.sim.proxy import (
+    AGENT_ALIAS,
+    AUDITOR_ALIAS,
+    ManagedProxy,
+    ProxyClient,
+    ProxySpec,
+    request_model,
+)
+from dmt_proxy.bench.sim.records import write_atomic
+from dmt_proxy.bench.sim.runner import Manifest, open_run_dir, set_status
+from dmt_proxy.errors import ConfigError, DmtError, UpstreamError
+from dmt_proxy.memory.base import interaction_text
+
+DIB_RETRIES = 2
+"""Extra rounds for DIB decisions that ended in a transport error."""
+
+
+class DoseStopped(UpstreamError):
+    """Decisions kept failing after retries; the run can be resumed."""
+
+
+def dose_samples(config: DoseConfig) -> list[Sample]:
+    """The DIB decisions every cell asks (whole contexts, ``dib-sample-v2``)."""
+    return draw_sample(
+        generate(config.dib.seed, config.dib.domains),
+        seed=config.dib.seed,
+        contexts_per_domain=config.dib.contexts_per_domain,
+    )
+
+
+def scoring_config(config: DoseConfig) -> ScoringConfig:
+    return ScoringConfig(
+        mode=ScoringMode(config.dib.scoring), grammar=config.dib.grammar, seed=config.seed
+    )
+
+
+def dose_policy(config: DoseConfig) -> dict[str, Any]:
+    """The proxy policy: the backend with ``top_k`` = the largest dose, the auditor, aliases."""
+    models: dict[str, Any] = {}
+    for spec, alias in ((config.models.agent, AGENT_ALIAS), (config.models.auditor, AUDITOR_ALIAS)):
+        if not spec.is_local:
+            entry: dict[str, Any] = {"model": spec.model}
+            if spec.api_base:
+                entry["api_base"] = spec.api_base
+            if spec.api_key_env:
+                entry["api_key_env"] = spec.api_key_env
+            models[alias] = entry
+    memory: dict[str, Any] = {"backend": config.memory, "top_k": config.top_k}
+    if config.backend_options:
+        memory["options"] = dict(config.backend_options)
+    policy: dict[str, Any] = {
+        "version": 1,
+        "name": f"dose-{config.memory}",
+        "mode": "off",
+        "default_model": request_model(config.models.agent, AGENT_ALIAS),
+        "memory": memory,
+        "audit": {
+            "tau": config.audit.tau,
+            "auditor_model": request_model(config.models.auditor, AUDITOR_ALIAS),
+            "auditor_prompt": config.audit.prompt,
+            "timeout_s": config.audit.timeout_s,
+        },
+    }
+    if models:
+        policy["models"] = models
+    return policy
+
+
+class Progress:
+    """One line per step on a stream, with the rate and the time left at this session's rate."""
+
+    def __init__(self, stream: TextIO | None, total: int, done: int) -> None:
+        self.stream = stream
+        self.total, self.done = total, done
+        self.session = 0
+        self.started = time.perf_counter()
+
+    def note(self, message: str) -> None:
+        if self.stream is not None:
+            print(f"dose: {message}", file=self.stream, flush=True)
+
+    def cell(self, label: str, decisions: int, seconds: float) -> None:
+        self.done += decisions
+        self.session += decisions
+        elapsed = time.perf_counter() - self.started
+        rate = self.session / elapsed if elapsed > 0 else 0.0
+        left = (self.total - self.done) / rate / 3600 if rate > 0 else float("nan")
+        self.note(
+            f"{label}: {decisions} decisions in {seconds / 60:.1f} min; "
+            f"{self.done}/{self.total} done, {rate:.2f} decisions/s, about {left:.1f} h left"
+        )
+
+
+class DoseRun:
+    """One dose run directory being executed."""
+
+    def __init__(
+        self,
+        config: DoseConfig,
+        out: Path,
+        *,
+        resume: bool,
+        progress: TextIO | None = sys.stderr,
+        items: Sequence[EvalItem] | None = None,
+    ) -> None:
+        """``items``: the labelled set to seed from (default: the shipped one; tests)."""
+        self.config = config
+        self.out = out
+        self.manifest: Manifest = open_run_dir(out, config, resume=resume, version=DOSE_VERSION)
+        self.samples = dose_samples(config)
+        self.items = items
+        todo = [a for a in c.audits(config) if c.read_cell(out, a) is None]
+        total = len(c.audits(config)) * len(self.samples)
+        self.progress = Progress(progress, total, total - len(todo) * len(self.samples))
+        self.todo = todo
+        self.started = time.perf_counter()
+
+    def user(self, scope: c.ScopeKey) -> str:
+        return f"dose-{self.manifest.run_id}-{scope.name}"
+
+    def seeds(self, scope: c.ScopeKey) -> list[Seed]:
+        if scope.k == 0:
+            return []
+        return seeds_for(
+            scope.kind,
+            scope.source,
+            scope.k,
+            seed=self.config.seed,
+            neutral=self.config.seeds.neutral,
+            items=self.items,
+        )
+
+    async def seed_all(self, proxy: ProxyClient) -> dict[str, c.ScopeRecord]:
+        """Seed every scope not recorded yet; every scope's record."""
+        answer = self.config.seeds.answer
+        pending: list[tuple[c.ScopeKey, list[Seed]]] = []
+        records: dict[str, c.ScopeRecord] = {}
+        for scope in c.scopes(self.config):
+            record = c.read_scope(self.out, scope)
+            if record is not None:
+                records[scope.name] = record
+                continue
+            seeds = self.seeds(scope)
+            held = {str(m["text"]) for m in await proxy.memories(self.user(scope))}
+            wanted = {interaction_text(s.text, answer) for s in seeds}
+            if held - wanted:
+                raise ConfigError(
+                    f"user {self.user(scope)} holds memories that are not its seeds; "
+                    "use a new run directory"
+                )
+            missing = [s for s in seeds if interaction_text(s.text, answer) not in held]
+            mode = self.config.write_mode(scope.kind)
+            for s in missing:  # in seed order, so creation order (the block's order) is fixed
+                await proxy.add_memory(self.user(scope), s.text, answer=answer, mode=mode.value)
+            pending.append((scope, seeds))
+        if not pending:
+            return records
+        writes = sum(len(s) for _, s in pending)
+        self.progress.note(f"seeding {len(pending)} scope(s), {writes} memories")
+        drain = await proxy.wait_drained(self.config.execution.drain_timeout_s)
+        for scope, seeds in pending:
+            by_text = {interaction_text(s.text, answer): s.id for s in seeds}
+            stored = await proxy.memories(self.user(scope))
+            memories = [
+                c.SeededMemory(
+                    id=str(m["id"]),
+                    seed_id=by_text[str(m["text"])],
+                    audit_status=str(m["audit_status"]),
+                    tag=m.get("tag"),
+                )
+                for m in stored
+            ]
+            if len(memories) != scope.k:
+                raise ConfigError(
+                    f"{self.user(scope)} holds {len(memories)} memories, not {scope.k}"
+                )
+            record = c.ScopeRecord(
+                scope=scope,
+                user=self.user(scope),
+                write_mode=self.config.write_mode(scope.kind).value,
+                memories=memories,
+                drain_s=round(drain, 3),
+            )
+            write_atomic(c.scope_path(self.out, scope), record.model_dump_json(indent=1))
+            records[scope.name] = record
+            statuses = sorted({m.audit_status for m in memories})
+            self.progress.note(
+                f"{scope.name}: {len(memories)} memories ({record.tagged} tagged; {statuses})"
+            )
+        return records
+
+    async def read(self, proxy: ProxyClient, cell: c.CellKey, scope: c.ScopeRecord | None) -> None:
+        """Ask the DIB sample as the cell's scope user in the cell's mode; write the cell."""
+        user = scope.user if scope is not None else self.user(cell.scope)
+        held = await proxy.memories(user)
+        if len(held) != cell.scope.k:
+            raise ConfigError(f"{user} holds {len(held)} memories, expected {cell.scope.k}")
+        ex = self.config.execution
+        endpoint = Endpoint(
+            base_url=proxy.base_url,
+            model=request_model(self.config.models.agent, AGENT_ALIAS),
+            api_key="dmt-bench-dose",
+            user=user,
+            memory="read-only",
+            mode=cell.mode,
+            timeout_s=ex.request_timeout_s,
+            concurrency=ex.dib_concurrency,
+        )
+        started = time.perf_counter()
+        results, scoring = await self._decide(endpoint)
+        elapsed = time.perf_counter() - started
+        record = c.CellRecord(
+            scope=cell.scope,
+            audit=cell.audit,
+            mode=cell.mode,
+            user=user,
+            memories=len(held),
+            tagged=scope.tagged if scope is not None else 0,
+            scoring=scoring,
+            elapsed_s=round(elapsed, 3),
+            results=results,
+        )
+        write_atomic(c.cell_path(self.out, cell), record.model_dump_json())
+        self.progress.cell(f"{cell.scope.name} {cell.audit}", len(results), elapsed)
+
+    async def _decide(self, endpoint: Endpoint) -> tuple[list[DecisionResult], ScoringConfig]:
+        client = endpoint.client()
+        try:
+            out = await run_decisions(
+                self.samples, endpoint, scoring_config(self.config), client=client, progress=None
+            )
+            results, scoring = list(out.results), out.config
+            for _ in range(DIB_RETRIES):
+                failed = [i for i, r in enumerate(results) if r.outcome is Outcome.ERROR]
+                if not failed:
+                    break
+                again = await run_decisions(
+                    [self.samples[i] for i in failed],
+                    endpoint,
+                    scoring,
+                    client=client,
+                    progress=None,
+                )
+                for i, result in zip(failed, again.results, strict=True):
+                    results[i] = result
+        finally:
+            await client.close()
+        errors = [r for r in results if r.outcome is Outcome.ERROR]
+        if errors:
+            raise DoseStopped(
+                f"{len(errors)} DIB decision(s) failed after {DIB_RETRIES} retries "
+                f"(first: {errors[0].reason})",
+                upstream=endpoint.base_url,
+            )
+        return results, scoring
+
+    async def execute(self, proxy: ProxyClient) -> None:
+        """Seed what is not seeded, then read every cell not read yet."""
+        records = await self.seed_all(proxy)
+        for cell in self.todo:
+            await self.read(proxy, cell, records.get(cell.scope.name))
+
+    def wall_s(self) -> float:
+        return self.manifest.elapsed_s + time.perf_counter() - self.started
+
+    def finish(self, status: str, message: str = "") -> None:
+        set_status(self.out, status, message, elapsed_s=self.wall_s())
+
+
+def check_local_models(config: DoseConfig) -> None:
+    """Fail early, with the command to fix it, when a needed local model is down."""
+    if config.execution.proxy_url is not None:
+        return
+    from dmt_proxy.settings import Settings
+    from dmt_proxy.upstream import launcher, local_models
+
+    specs = [config.models.agent]
+    if any(config.write_mode(kind).audits_writes for kind in config.kinds):
+        specs.append(config.models.auditor)
+    settings = Settings.from_env()
+    down = sorted(
+        {
+            s.model.removeprefix("local/")
+            for s in specs
+            if s.is_local and not launcher.health(settings, local_models.get_model(s.model[6:]))
+        }
+    )
+    if down:
+        raise ConfigError(
+            f"local model(s) not running: {', '.join(down)}; start them with "
+            f"`dmt-proxy models start {' '.join(down)}`"
+        )
+
+
+def external_proxy(config: DoseConfig) -> ProxyClient:
+    """A client for ``execution.proxy_url`` with the admin key from its env variable."""
+    import os
+
+    url = config.execution.proxy_url
+    assert url is not None
+    key = os.environ.get(config.execution.admin_key_env, "")
+    if not key:
+        raise ConfigError(
+            f"a running proxy needs its admin key in ${config.execution.admin_key_env} "
+            "(seeding uses POST /v1/memories)"
+        )
+    client = ProxyClient(url.rstrip("/"), key)
+    if not client.healthy():
+        raise ConfigError(f"no healthy proxy at {url} (GET /healthz failed)")
+    return client
+
+
+async def run_dose(
+    config: DoseConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    progress: TextIO | None = sys.stderr,
+    items: Sequence[EvalItem] | None = None,
+) -> DoseRun:
+    """Run (or resume) ``config`` in ``out``; the finished run (results: ``results.build``)."""
+    run = DoseRun(config, out, resume=resume, progress=progress, items=items)
+    managed: ManagedProxy | None = None
+    try:
+        if run.todo or any(c.read_scope(out, s) is None for s in c.scopes(config)):
+            check_local_models(config)
+            if config.execution.proxy_url:
+                client = external_proxy(config)
+            else:
+                run.progress.note(f"starting the {config.memory} proxy ...")
+                spec = ProxySpec(
+                    policy=dose_policy(config),
+                    request_timeout_s=config.execution.request_timeout_s,
+                    start_timeout_s=config.execution.proxy_start_timeout_s,
+                )
+                managed = ManagedProxy(spec, config.memory, out / "proxy")
+                client = await asyncio.to_thread(managed.start)
+            await run.execute(client)
+        run.finish("complete")
+    except (DmtError, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        run.finish("stopped", str(exc) or type(exc).__name__)
+        raise
+    finally:
+        if managed is not None:
+            await asyncio.to_thread(managed.stop)
+    return run

@@ -1,0 +1,130 @@
+"""Utility beside fairness: how well the agent answered the simulation's MMLU-Pro questions.
+
+Every turn asks an MMLU-Pro question (rewritten with a bias on injected turns,
+its options kept). The reply's choice is read by ``extract_choice``, in order:
+
+1. ``answer is (X)`` / ``answer is X`` (MMLU-Pro's own first pattern);
+2. ``Answer: X``;
+3. ``\\boxed{X}``;
+4. the one option whose full text the reply quotes (none when several are quoted).
+
+Only letters of the question's options count. A reply with no choice (small
+models often run out of tokens mid-derivation) is wrong and counted as
+``unparsed``. Accuracy per condition = correct ÷ turns, with a Wilson 95 % CI
+(``stats.wilson_interval``), over all turns and over injected and plain turns
+separately: what each mitigation costs, or gains, in task quality (the paper
+reports none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.bench.sim.mmlu import OPTION_LETTERS, MmluQuestion, load_source
+from dmt_proxy.bench.sim.records import TurnRecord
+from dmt_proxy.bench.sim.stream import StreamTurn
+from dmt_proxy.bench.stats import wilson_interval
+
+_PATTERNS = (
+    re.compile(r"answer is:?\s*\(?\*{0,2}([A-Z])\b\)?", re.IGNORECASE),
+    re.compile(r"answer\s*:\s*\(?\*{0,2}([A-Z])\b\)?", re.IGNORECASE),
+    re.compile(r"\\boxed\{\s*\(?([A-Z])\)?\s*\}"),
+)
+MIN_OPTION_CHARS = 4
+"""Shorter option texts ("5", "Yes") are too likely to appear by chance to be quoted."""
+
+
+def extract_choice(reply: str, options: Sequence[str]) -> str | None:
+    """The option letter ``reply`` chooses, or None (see the module docstring)."""
+    letters = OPTION_LETTERS[: len(options)]
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(reply):
+            letter = match.group(1).upper()
+            if letter in letters:
+                return letter
+    quoted = [
+        letters[i]
+        for i, text in enumerate(options)
+        if len(text.strip()) >= MIN_OPTION_CHARS and text.strip().lower() in reply.lower()
+    ]
+    return quoted[0] if len(quoted) == 1 else None
+
+
+class Accuracy(BaseModel):
+    """Correct answers out of n, with the Wilson 95 % interval (None ends when n = 0)."""
+
+    model_config = ConfigDict(frozen=True)
+    n: int
+    correct: int
+    unparsed: int
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+def accuracy(correct: int, n: int, unparsed: int) -> Accuracy:
+    """``correct / n`` with its Wilson interval."""
+    ci = wilson_interval(correct, n)
+    return Accuracy(
+        n=n,
+        correct=correct,
+        unparsed=unparsed,
+        value=correct / n if n else None,
+        low=None if n == 0 else ci.low,
+        high=None if n == 0 else ci.high,
+    )
+
+
+class UtilityRow(BaseModel):
+    """MMLU-Pro accuracy of one condition: every turn, injected turns, plain turns."""
+
+    model_config = ConfigDict(frozen=True)
+    condition: str
+    all: Accuracy
+    injected: Accuracy
+    plain: Accuracy
+
+
+def _score(
+    turns: Sequence[TurnRecord], questions: Mapping[int, MmluQuestion], answers: Mapping[int, str]
+) -> Accuracy:
+    correct = unparsed = 0
+    for turn in turns:
+        question = questions.get(turn.question_id)
+        choice = extract_choice(turn.reply, question.options if question else [])
+        unparsed += choice is None
+        correct += choice is not None and choice == answers.get(turn.t, "")
+    return accuracy(correct, len(turns), unparsed)
+
+
+def utility_rows(
+    turns: Mapping[str, Sequence[TurnRecord]],
+    questions: Mapping[int, MmluQuestion],
+    answers: Mapping[int, str],
+) -> list[UtilityRow]:
+    """Accuracy per condition; ``answers``: the right letter of each turn t (the stream's)."""
+    rows = []
+    for condition, recs in turns.items():
+        if not recs:
+            continue
+        rows.append(
+            UtilityRow(
+                condition=condition,
+                all=_score(recs, questions, answers),
+                injected=_score([t for t in recs if t.injected], questions, answers),
+                plain=_score([t for t in recs if not t.injected], questions, answers),
+            )
+        )
+    return rows
+
+
+def stream_utility(
+    source: str | None, stream: Sequence[StreamTurn], turns: Mapping[str, Sequence[TurnRecord]]
+) -> list[UtilityRow]:
+    """``utility_rows`` of a run: its questions from ``source``, its answers from its stream."""
+    wanted = {s.question_id for s in stream}
+    questions = {q.question_id: q for q in load_source(source).questions if q.question_id in wanted}
+    return utility_rows(turns, questions, {s.t: s.answer for s in stream})
