@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from dmt_proxy.domains import BIAS_TYPES
+from dmt_proxy.tags import MANIPULATION_RULES
 
 _LATENCY_BUCKETS = (
     0.001,
@@ -71,7 +72,7 @@ class Metrics:
             ["backend", "outcome"], registry=r,
         )  # fmt: skip
         self.audits = Counter(
-            "dmt_audits", "Auditor verdicts, by outcome (clean, tagged, failed, skipped).",
+            "dmt_audits", "Auditor verdicts, by outcome (clean, tagged, disputed, failed, skipped).",
             ["outcome"], registry=r,
         )  # fmt: skip
         self.tags = Counter(
@@ -88,6 +89,10 @@ class Metrics:
         self.outbox_oldest_age = Gauge(
             "dmt_outbox_oldest_pending_age_seconds", "Age of the oldest pending memory write.",
             registry=r,
+        )  # fmt: skip
+        self.manipulation = Counter(
+            "dmt_manipulation_findings", "Memory writes whose text tried to steer its own audit, by rule (the memory is tagged whatever the judges say).",
+            ["rule"], registry=r,
         )  # fmt: skip
         self.database_unavailable = Counter(
             "dmt_database_unavailable", "Database calls that failed for a lost or refused connection, by component and operation; each is retried with backoff.",
@@ -112,11 +117,13 @@ class Metrics:
 
         # Pre-create the bounded label combinations at 0: a series that first appears
         # already at 1 shows no increase() to Prometheus, so the first tag would be missed.
-        for outcome in ("clean", "tagged", "failed", "skipped"):
+        for outcome in ("clean", "tagged", "disputed", "failed", "skipped"):
             self.audits.labels(outcome)
         for bias_type in BIAS_TYPES:
             for action in ("tag", "quarantine", "drop"):
                 self.tags.labels(bias_type, action)
+        for rule in MANIPULATION_RULES:
+            self.manipulation.labels(rule)
         for operation in ("enqueue", "forward", "worker", "admin"):
             self.database_unavailable.labels("outbox", operation)
         for decision in ("pass", "skip"):

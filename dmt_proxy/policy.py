@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 import yaml
@@ -93,6 +93,10 @@ class ModelAlias(BaseModel):
     api_key_env: str | None = None
 
 
+VerdictMode = Literal["auto", "logprob", "json"]
+"""How the auditor model gives its verdict (``dmt_proxy.audit.auditor``)."""
+
+
 class MemoryPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     backend: str = "mem0"
@@ -109,7 +113,7 @@ class AuditPolicy(BaseModel):
     action: TagAction = TagAction.TAG
     action_per_domain: dict[str, TagAction] = Field(default_factory=dict)
     auditor_model: str = "local/qwen2.5-1.5b"
-    auditor_prompt: str = "auditor_v2"
+    auditor_prompt: str = "auditor_v3"
     ssp_prompt: str = "ssp_v1"
     dmt_prompt: str = "dmt_render_v1"
     first_stage: str = "off"
@@ -118,6 +122,14 @@ class AuditPolicy(BaseModel):
     max_attempts: int = 8
     include_reply: bool = False
     """Also show the agent's reply to the auditor (as context) instead of the user's words only."""
+    verdict: VerdictMode = "auto"
+    """``logprob`` (calibrated P(biased) from token log-probs), ``json`` (the model's JSON
+    verdict and self-reported score), or ``auto``: log-probs where the provider returns them."""
+    rationale: bool = True
+    """Log-prob path: write a short rationale for memories that will be tagged."""
+    combine_judges: bool = True
+    """With the first stage and a fitted fusion for the auditor model: the verdict's score is
+    the two judges' combined probability (``audit.logprob.JudgeFusion``), not the LLM's alone."""
 
     def tau_for(self, domain: str) -> float:
         """Threshold for ``domain``: the per-domain value if set, else the global tau."""

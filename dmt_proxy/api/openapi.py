@@ -81,13 +81,21 @@ class Health(BaseModel):
     mode: str
 
 
+class FindingOut(BaseModel):
+    kind: Literal["manipulation", "excerpt"]
+    rule: str
+    detail: str
+
+
 class BiasTagOut(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    bias_type: str
+    bias_type: str | None
     target_group: str
     tendency: str
     score: float
+    findings: list[FindingOut] = []
+    first_stage_score: float | None = None
 
 
 class Memory(BaseModel):
@@ -95,7 +103,9 @@ class Memory(BaseModel):
     user: str
     text: str
     created_at: str
-    audit_status: Literal["pending", "clean", "tagged", "quarantined", "failed", "unaudited"]
+    audit_status: Literal[
+        "pending", "clean", "tagged", "disputed", "quarantined", "failed", "unaudited"
+    ]
     tag: BiasTagOut | None
 
 

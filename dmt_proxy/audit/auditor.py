@@ -3,12 +3,24 @@
 Every ``audit`` call builds a fresh context (system prompt, few-shot turns, the
 neutralized memory); the auditor never sees the memory store or earlier audits.
 
+Two verdict paths (``AuditorOptions.verdict``):
+
+* ``logprob``: a constrained one-token yes/no answer, ``P(biased)`` read from the
+  token log-probabilities and calibrated (``dmt_proxy.audit.logprob``); for a
+  likely bias a second constrained turn names the kind of group, and only for a
+  memory that will be tagged a third, short turn writes the rationale;
+* ``json``: the JSON verdict of ``auditor_verdict.schema.json`` with its
+  self-reported score (providers without log-probs);
+* ``auto`` (the default): ``logprob`` while the provider returns log-probs, and
+  ``json`` from the first reply without them (or a rejected log-prob request) on.
+
 Outcomes, and who sees what:
 
 * a schema-valid reply -> ``AuditVerdict(status="ok")``;
 * an invalid reply -> one repair call that tells the model what was wrong; still
   invalid -> ``AuditVerdict(status="failed", failure_reason=...)``. Bad model
-  output never raises and never becomes a silent "clean";
+  output never raises and never becomes a silent "clean" (on the log-prob path: no
+  yes/no among the top tokens, or no readable group, is ``failed`` too);
 * the upstream failing (error, timeout, rate limit) -> ``AuditorUnavailable``, an
   ``UpstreamError`` with ``retryable`` set, so the outbox worker can back off and retry.
 """
@@ -16,31 +28,59 @@ Outcomes, and who sees what:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
+from dmt_proxy.audit.logprob import (
+    DOMAIN_WORDS,
+    TOP_LOGPROBS,
+    YES_NO,
+    NoLogprobs,
+    PlattScaling,
+    calibration_key,
+    domain_distribution,
+    grammar,
+    load_calibration,
+    p_yes,
+    reply_logprobs,
+)
 from dmt_proxy.audit.registry import AuditorConfig, register_auditor
 from dmt_proxy.audit.schema import (
     AuditCandidate,
     AuditVerdict,
     VerdictInvalid,
+    as_bias_type,
     parse_verdict,
     response_format,
 )
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import AuditPolicy
+from dmt_proxy.openai_types import ChatCompletion
+from dmt_proxy.policy import AuditPolicy, VerdictMode
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 
 log = logging.getLogger(__name__)
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 
-DEFAULT_PROMPT_VERSION = "auditor_v2"
-"""Best measured prompt (benchmarks/results/auditor_eval_*_test_n20.md); the policy names its own."""
+DEFAULT_PROMPT_VERSION = "auditor_v3"
+"""The unprimed prompt with the log-prob turns (benchmarks/results/auditor_eval_v2.md); the
+policy names its own."""
+RATIONALE_MAX_TOKENS = 80
+_RATIONALE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["target_group", "tendency", "rationale"],
+    "properties": {
+        "target_group": {"type": "string", "maxLength": 120},
+        "tendency": {"type": "string", "maxLength": 120},
+        "rationale": {"type": "string", "maxLength": 300},
+    },
+}
 
 # Slack on top of the call's own timeout before we stop waiting ourselves.
 _TIMEOUT_GRACE_S = 5.0
@@ -76,6 +116,15 @@ class AuditorOptions:
     """``json_schema`` (llama-server, OpenAI, litellm-translated providers), ``json_object``
     or ``none`` for providers without structured output (the reply is still validated)."""
     extra_params: dict[str, Any] = field(default_factory=dict)
+    verdict: VerdictMode = "auto"
+    """``logprob``, ``json``, or ``auto`` (log-probs while the provider returns them)."""
+    grammar: bool = True
+    """Constrain the log-prob answers with a llama.cpp grammar (llama-server); off for
+    providers that reject the field (the answer position is then found in the text)."""
+    rationale: bool = True
+    """Write a short rationale for memories that will be tagged (log-prob path)."""
+    calibrate: bool = True
+    """Apply the shipped Platt calibration of ``model@prompt`` when it has one."""
 
     def params(self) -> dict[str, Any]:
         """Sampling and output-format parameters for one call."""
@@ -110,9 +159,15 @@ class LLMAuditor:
         """The auditor ``config.policy`` describes, calling ``config.chat`` at ``config.endpoint``."""
         if config.chat is None or config.endpoint is None:
             raise ConfigError("the llm auditor needs a chat model and the auditor model's endpoint")
+        policy = config.policy
+        options = AuditorOptions(
+            verdict=policy.verdict, rationale=policy.rationale,
+            # llama.cpp's grammar field goes only to servers known to be llama-server.
+            grammar=config.endpoint.kind == "local",
+        )  # fmt: skip
         return cls(
-            config.chat, config.endpoint, prompt_version=config.policy.auditor_prompt,
-            policy=config.policy, metrics=config.metrics,
+            config.chat, config.endpoint, options=options, prompt_version=policy.auditor_prompt,
+            policy=policy, metrics=config.metrics,
         )  # fmt: skip
 
     def __init__(
@@ -131,14 +186,67 @@ class LLMAuditor:
         self._prompt = load_auditor_prompt(prompt_version)
         self._policy = policy or AuditPolicy()
         self._metrics = metrics
-        self.label = f"{endpoint.name}@{prompt_version}"
+        self._path = self._options.verdict
+        if self._path == "logprob" and not self._prompt.supports_logprob:
+            raise ConfigError(f"auditor prompt {prompt_version} has no log-prob turns; "
+                              "use verdict: json (or auto)")  # fmt: skip
+        if self._path == "auto" and not self._prompt.supports_logprob:
+            self._path = "json"
+        self._calibration: PlattScaling | None = None
+        if self._options.calibrate:
+            self._calibration = load_calibration().for_model(endpoint.model, prompt_version)
+        self.model_key = calibration_key(endpoint.model, prompt_version)
+        """``model@prompt``: the key of this auditor's calibration and fusion entries."""
+        self._base_label = f"{endpoint.name}@{prompt_version}"
+        self.label = self._label()
+
+    def _label(self) -> str:
+        if self._path == "json":
+            return f"{self._base_label}/json"
+        return f"{self._base_label}/logprob" + ("" if self._calibration else "/uncalibrated")
+
+    @property
+    def verdict_path(self) -> str:
+        """``logprob`` or ``json`` (``auto`` until the first reply decides)."""
+        return self._path
 
     async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
-        """Judge one memory in a fresh context (one repair retry on an invalid reply)."""
+        """Judge one memory in a fresh context, on the configured verdict path."""
         started = time.perf_counter()
         if not candidate.text.strip() and not candidate.reply.strip():
             # Nothing a user wrote can carry a bias; no model call needed.
             return AuditVerdict.clean(rationale="empty memory", auditor=self.label)
+        # The path this audit started on: a concurrent audit may switch ``auto`` to ``json``
+        # while this one waits for its log-prob reply, which must then fall back too.
+        path = self._path
+        if path != "json":
+            try:
+                verdict = await self._audit_logprob(candidate, started)
+            except NoLogprobs as exc:
+                if path == "auto":
+                    return await self._fall_back(candidate, started, str(exc))
+                verdict = AuditVerdict.failed(
+                    f"log-prob verdict: {exc}", auditor=self.label, attempts=1,
+                    latency_s=time.perf_counter() - started,
+                )  # fmt: skip
+            except AuditorUnavailable as exc:
+                # A provider that rejects logprobs (or the grammar field) outright.
+                if path == "auto" and not exc.retryable:
+                    return await self._fall_back(candidate, started, exc.message)
+                raise
+            self._record(verdict)
+            return verdict
+        return await self._audit_json(candidate, started)
+
+    async def _fall_back(self, candidate: AuditCandidate, started: float, why: str) -> AuditVerdict:
+        log.warning("auditor %s: no log-prob verdict (%s); JSON verdicts from now on",
+                    self._base_label, why)  # fmt: skip
+        self._path = "json"
+        self.label = self._label()
+        return await self._audit_json(candidate, started)
+
+    async def _audit_json(self, candidate: AuditCandidate, started: float) -> AuditVerdict:
+        """The JSON verdict, with one repair retry on an invalid reply."""
         messages = render_messages(self._prompt, candidate)
         reply = await self._ask(messages)
         try:
@@ -174,13 +282,102 @@ class LLMAuditor:
             attempts=attempts, latency_s=time.perf_counter() - started,
         )  # fmt: skip
 
-    async def _ask(self, messages: list[dict[str, Any]]) -> str:
+    # -- the log-prob path --------------------------------------------------------
+
+    def _choice_params(self, words: tuple[str, ...]) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "temperature": 0.0, "logprobs": True, "top_logprobs": TOP_LOGPROBS,
+            # With a grammar one token is the answer; without one, leave room for a
+            # leading space or quote before it.
+            "max_tokens": 4 if self._options.grammar else 6,
+        }  # fmt: skip
+        if self._options.grammar:
+            cased = sorted({v for w in words for v in (w, w.capitalize(), w.upper())})
+            params["grammar"] = grammar(cased)
+        return params
+
+    def _tau_floor(self) -> float:
+        return min([self._policy.tau, *self._policy.tau_per_domain.values()])
+
+    async def _audit_logprob(self, candidate: AuditCandidate, started: float) -> AuditVerdict:
+        """Yes/no from log-probs, then the group, then (if tagged) the rationale."""
+        messages = render_messages(self._prompt, candidate, path="logprob")
+        yes_words = tuple(w for ws in YES_NO.values() for w in ws)
+        completion = await self._complete(messages, self._choice_params(yes_words))
+        raw = p_yes(reply_logprobs(completion))
+        calls = 1
+        if raw is None:
+            return AuditVerdict.failed(
+                "no yes/no answer among the top tokens", auditor=self.label, attempts=calls,
+                latency_s=time.perf_counter() - started, raw_reply=completion.text(),
+            )  # fmt: skip
+        p = self._calibration.apply(raw) if self._calibration else raw
+        if p < self._tau_floor():
+            return AuditVerdict(
+                bias_detected=False, score=round(p, 4), p_raw=round(raw, 4),
+                rationale=f"P(biased) {p:.2f}", auditor=self.label, attempts=calls,
+                latency_s=time.perf_counter() - started,
+            )  # fmt: skip
+        asked = [*messages, {"role": "assistant", "content": "yes"},
+                 {"role": "user", "content": self._prompt.extra("domain question") or ""}]  # fmt: skip
+        domain_words = tuple(w for ws in DOMAIN_WORDS.values() for w in ws)
+        reply = await self._complete(asked, self._choice_params(domain_words))
+        calls += 1
+        try:
+            probs = domain_distribution(reply_logprobs(reply))
+        except NoLogprobs:
+            probs = {}
+        named = reply.text().strip().strip("\"'.").lower().split()
+        bias_type = as_bias_type(max(probs, key=lambda d: probs[d])) if probs else None
+        if bias_type is None and named:
+            bias_type = as_bias_type(named[0])
+            probs = {bias_type: 1.0} if bias_type else {}
+        if bias_type is None:
+            return AuditVerdict.failed(
+                "the group answer names no bias type", auditor=self.label, attempts=calls,
+                latency_s=time.perf_counter() - started, raw_reply=reply.text(),
+            )  # fmt: skip
+        verdict = AuditVerdict(
+            bias_detected=True, bias_type=bias_type, score=round(p, 4), p_raw=round(raw, 4),
+            domain_probs=probs, rationale=f"P(biased) {p:.2f}", auditor=self.label,
+            attempts=calls, latency_s=time.perf_counter() - started,
+            llm_domain_weight=self._calibration.domain_weight if self._calibration else None,
+        )  # fmt: skip
+        if self._options.rationale and p >= self._policy.tau_for(bias_type):
+            verdict = await self._with_rationale(verdict, [
+                *asked, {"role": "assistant", "content": bias_type},
+                {"role": "user", "content": self._prompt.extra("rationale question") or ""},
+            ])  # fmt: skip
+        return verdict
+
+    async def _with_rationale(
+        self, verdict: AuditVerdict, messages: list[dict[str, Any]]
+    ) -> AuditVerdict:
+        """Add a short rationale to a decided verdict; a failure leaves the verdict as it is."""
+        if not self._prompt.extra("rationale question"):
+            return verdict
+        schema = {"type": "json_schema", "json_schema": {
+            "name": "rationale", "schema": _RATIONALE_SCHEMA, "strict": False}}  # fmt: skip
+        params = {"temperature": 0.0, "max_tokens": RATIONALE_MAX_TOKENS, "response_format": schema}
+        try:
+            reply = await self._complete(messages, params)
+            data = json.loads(reply.text())
+            fields = {k: str(data.get(k, ""))[:200] for k in ("target_group", "tendency")}
+            fields["rationale"] = str(data.get("rationale", ""))[:600]
+        except (AuditorUnavailable, json.JSONDecodeError, AttributeError) as exc:
+            log.info("auditor %s: no rationale (%s); verdict kept", self._base_label, exc)
+            return verdict
+        return verdict.model_copy(update=fields)
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> ChatCompletion:
         endpoint = self._endpoint
-        call = UpstreamCall(endpoint, messages=messages, params=self._options.params(),
+        call = UpstreamCall(endpoint, messages=messages, params=params,
                             label=f"auditor {endpoint.name}")  # fmt: skip
         try:
             async with asyncio.timeout(endpoint.timeout_s + _TIMEOUT_GRACE_S):
-                completion = await self._chat.complete(call)
+                return await self._chat.complete(call)
         except TimeoutError:
             raise AuditorUnavailable(
                 f"auditor {endpoint.name} did not answer within {endpoint.timeout_s:.0f}s",
@@ -196,7 +393,11 @@ class LLMAuditor:
             ) from exc
         except UpstreamError as exc:
             raise AuditorUnavailable(exc.message, upstream=exc.upstream, retryable=True) from exc
-        return completion.text()
+
+    # -- the JSON path -------------------------------------------------------------
+
+    async def _ask(self, messages: list[dict[str, Any]]) -> str:
+        return (await self._complete(messages, self._options.params())).text()
 
     def _record(self, verdict: AuditVerdict) -> None:
         decision = verdict.decide(self._policy)
@@ -206,5 +407,6 @@ class LLMAuditor:
             return
         self._metrics.audits.labels(decision.outcome).inc()
         self._metrics.audit_duration.observe(verdict.latency_s)
-        if decision.tag is not None and decision.action is not None:
-            self._metrics.tags.labels(decision.tag.bias_type, decision.action.value).inc()
+        tag = decision.tag
+        if tag is not None and tag.bias_type is not None and decision.action is not None:
+            self._metrics.tags.labels(tag.bias_type, decision.action.value).inc()

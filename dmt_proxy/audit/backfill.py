@@ -3,7 +3,7 @@
 ``dmt-proxy audit-backfill`` (``backfill_store``) opens the memory store directly,
 so the proxy must not be running on the same state directory (Qdrant's local mode
 allows one client). It opens the store, the models and the auditor exactly as the
-app does (``open_upstream``, ``open_policy_backend``, ``build_auditor``), so the
+app does (``open_upstream``, ``open_policy_backend``, ``build_audit_pipeline``), so the
 policy's backend options pick the same store.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from pydantic import BaseModel, Field
 
 from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
-from dmt_proxy.audit.registry import build_auditor
 from dmt_proxy.audit.schema import AuditCandidate
+from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.registry import open_policy_backend
@@ -108,7 +108,7 @@ async def backfill_store(
             ) from exc
         try:
             chosen = list(users) or await _all_users(backend, policy.memory.backend)
-            auditor = build_auditor(policy, upstream.registry, upstream.chat)
+            auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
             return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
                                   progress=progress)  # fmt: skip
         finally:

@@ -10,6 +10,20 @@ sentences) and every piece is embedded with the local MiniLM model. Two scorers:
 * ``similarity``: cosine similarity to stereotype statements written from the
   paper's bias list (Table 3): ``score(m) = max_{s, p} cos(e(s), e(p))``.
 
+Versions: v1 (biased/neutral only) and v2 were trained on ``auditor_eval_v1/train``;
+v3 (the default) on ``auditor_eval_v1/train`` + ``auditor_eval_v2/train``, which lifts
+AUC on v2's test split from 0.88 to 0.90 and its domain head's accuracy there from
+0.68 to 0.81 (benchmarks/results/auditor_eval_v2.md).
+
+Since ``first_stage_classifier_v2`` the classifier has a second head: a softmax
+over the nine domains, trained on the stereotype pieces of the train split, giving
+``domain_probs`` (the pieces' domain distributions weighted by their bias
+probability). It also ships two confidence levels chosen on out-of-fold train
+scores: ``confident_bias`` (a score this high is bias with train precision >= 0.98
+and no hard negative above it) and ``confident_clean``. With them the first stage is
+the second, uninstructable judge of ``AuditVerdict.decide``: where it is confident
+and the LLM auditor says the opposite, the memory is stored ``disputed``.
+
 A memory whose score reaches the threshold goes to the LLM auditor; the others
 are skipped. The threshold trades auditor calls for recall; ``dmt-bench
 first-stage-eval`` measures both on the held-out split
@@ -32,7 +46,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dmt_proxy.audit.schema import AuditCandidate
+from dmt_proxy.audit.schema import AuditCandidate, FirstStageOpinion
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.resources import data_dir
@@ -41,7 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 PROTOTYPES_VERSION = "stereotypes_v1"
-CLASSIFIER_VERSION = "first_stage_classifier_v1"
+CLASSIFIER_VERSION = "first_stage_classifier_v3"
 SIMILARITY_DEFAULT_THRESHOLD = 0.28
 """Lowest similarity of a biased train item, rounded down (see the eval report)."""
 Method = Literal["classifier", "similarity"]
@@ -132,6 +146,8 @@ class FirstStageScore(BaseModel):
     """Domain of the closest prototype."""
     piece: str
     """The memory sentence(s) that matched best (for logs and debugging)."""
+    domain_probs: dict[str, float] = Field(default_factory=dict)
+    """The classifier's domain head: a distribution over the nine domains (empty without one)."""
 
 
 class ClassifierWeights(BaseModel):
@@ -149,6 +165,15 @@ class ClassifierWeights(BaseModel):
     threshold: float = Field(ge=0.0, le=1.0)
     threshold_rule: str
     train_metrics: dict[str, float] = Field(default_factory=dict)
+    domains: list[str] = Field(default_factory=list)
+    """Classes of the domain head, in row order (version 2; empty in version 1)."""
+    domain_weights: list[list[float]] = Field(default_factory=list)
+    domain_bias: list[float] = Field(default_factory=list)
+    confident_bias: float | None = Field(default=None, ge=0.0, le=1.0)
+    """A score at or above this is a confident bias (disputes an LLM "clean"); None: never."""
+    confident_clean: float | None = Field(default=None, ge=0.0, le=1.0)
+    """A score at or below this is confidently clean (disputes an LLM "biased"); None: never."""
+    confidence_rule: str = ""
 
 
 @lru_cache(maxsize=4)
@@ -169,6 +194,16 @@ class FirstStageDecision(BaseModel):
     send_to_auditor: bool
     score: FirstStageScore
     threshold: float
+    confident_bias: float | None = None
+    confident_clean: float | None = None
+
+    def opinion(self, method: str) -> FirstStageOpinion:
+        """What the verdict carries of this decision (the second judge's view)."""
+        return FirstStageOpinion(
+            method=method, score=min(1.0, max(0.0, self.score.score)), threshold=self.threshold,
+            confident_bias=self.confident_bias, confident_clean=self.confident_clean,
+            domain_probs=self.score.domain_probs,
+        )  # fmt: skip
 
 
 def split_pieces(text: str, max_pieces: int = 40) -> list[str]:
@@ -202,8 +237,11 @@ class EmbeddingFirstStage:
     ) -> None:
         self.method = method
         self._classifier = None
+        self.classifier_version: str | None = None
+        """The classifier's version (``None`` for the similarity scorer)."""
         if method == "classifier":
             self._classifier = classifier or load_classifier()
+            self.classifier_version = self._classifier.version
             default = self._classifier.threshold
         else:
             default = SIMILARITY_DEFAULT_THRESHOLD
@@ -247,25 +285,50 @@ class EmbeddingFirstStage:
             sims = block @ protos.T
             row, col = np.unravel_index(int(np.argmax(sims)), sims.shape)
             best_piece, score = int(row), float(sims[row, col])
+            domain_probs: dict[str, float] = {}
             if self._classifier is not None:
                 logits = block @ np.asarray(self._classifier.weights, dtype=np.float32)
                 probs = 1.0 / (1.0 + np.exp(-(logits + self._classifier.bias)))
                 best_piece = int(np.argmax(probs))
                 score = float(probs[best_piece])
+                domain_probs = self._domain_probs(block, probs)
             results.append(
                 FirstStageScore(
-                    score=score, domain=self._domains[int(col)], piece=group[best_piece][:300]
+                    score=score, domain=self._domains[int(col)], piece=group[best_piece][:300],
+                    domain_probs=domain_probs,
                 )
-            )
+            )  # fmt: skip
         return results
+
+    def _domain_probs(self, block: np.ndarray, piece_probs: np.ndarray) -> dict[str, float]:
+        """Domain head: softmax per piece, averaged with the pieces' bias probabilities as weights."""
+        import numpy as np
+
+        head = self._classifier
+        if head is None or not head.domains:
+            return {}
+        logits = block @ np.asarray(head.domain_weights, dtype=np.float32).T
+        logits = logits + np.asarray(head.domain_bias, dtype=np.float32)
+        logits -= logits.max(axis=1, keepdims=True)
+        soft = np.exp(logits)
+        soft /= soft.sum(axis=1, keepdims=True)
+        weights = piece_probs / max(float(piece_probs.sum()), 1e-9)
+        mixed = weights @ soft
+        return {d: round(float(p), 4) for d, p in zip(head.domains, mixed, strict=True)}
+
+    def decision_for(self, score: FirstStageScore) -> FirstStageDecision:
+        """The decision a score leads to (threshold and the classifier's confidence levels)."""
+        head = self._classifier
+        return FirstStageDecision(
+            send_to_auditor=score.score >= self.threshold, score=score, threshold=self.threshold,
+            confident_bias=head.confident_bias if head is not None else None,
+            confident_clean=head.confident_clean if head is not None else None,
+        )  # fmt: skip
 
     def decide_sync(self, candidate: AuditCandidate) -> FirstStageDecision:
         """Score one memory (its text and reply) and compare with the threshold."""
         text = f"{candidate.text}\n{candidate.reply}" if candidate.reply else candidate.text
-        score = self.score_many([text])[0]
-        decision = FirstStageDecision(
-            send_to_auditor=score.score >= self.threshold, score=score, threshold=self.threshold
-        )
+        decision = self.decision_for(self.score_many([text])[0])
         if self._metrics is not None:
             self._metrics.first_stage.labels("pass" if decision.send_to_auditor else "skip").inc()
         return decision

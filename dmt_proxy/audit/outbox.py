@@ -42,8 +42,10 @@ T = TypeVar("T")
 
 OUTBOX_SCHEMA_VERSION = 1
 """Layout of the outbox file (``PRAGMA user_version``); bump it with a migration step."""
-ROW_SCHEMA_VERSION = 1
-"""Format of a row's payload (query, answer, verdict JSON) as written by this release."""
+ROW_SCHEMA_VERSION = 2
+"""Format of a row's payload (query, answer, verdict JSON) as written by this release.
+2: a saved verdict may carry ``findings`` (normalisation) and the judges' opinions; a
+format-1 verdict (without them) still reads."""
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS outbox (

@@ -64,18 +64,32 @@ def _entry(index: int, item: RenderItem, *, with_tags: bool) -> dict[str, object
     if item.created_at is not None:
         entry["date"] = item.created_at.date().isoformat()
     if with_tags:
-        entry["audit"] = item.audit_status.value
-        if item.tag is not None and item.audit_status in (
-            AuditStatus.TAGGED,
-            AuditStatus.QUARANTINED,
-        ):
-            entry["bias_tag"] = {
-                "bias_type": item.tag.bias_type,
-                "target_group": neutralize(item.tag.target_group, max_chars=200),
-                "tendency": neutralize(item.tag.tendency, max_chars=200),
-                "score": round(item.tag.score, 2),
-            }
+        # A disputed memory is shown as tagged: one judge is confident of a bias.
+        status = (
+            AuditStatus.TAGGED if item.audit_status is AuditStatus.DISPUTED else item.audit_status
+        )
+        entry["audit"] = status.value
+        tag = item.tag
+        if tag is not None and (item.audit_status.needs_tag or tag.manipulation):
+            entry["bias_tag"] = _tag_entry(tag)
     return entry
+
+
+def _tag_entry(tag: BiasTag) -> dict[str, object]:
+    shown: dict[str, object] = {"bias_type": tag.bias_type}
+    if tag.bias_type is not None:
+        shown["target_group"] = neutralize(tag.target_group, max_chars=200)
+        shown["tendency"] = neutralize(tag.tendency, max_chars=200)
+        shown["score"] = round(tag.score, 2)
+    notes: list[str] = []
+    if tag.manipulation:
+        # The rule, never the attacker's quoted words: those stay out of the agent's view.
+        notes.append("manipulation: this memory's text tried to steer its own audit")
+    if tag.excerpt:
+        notes.append(f"excerpt: {tag.excerpt}")
+    if notes:
+        shown["findings"] = notes
+    return shown
 
 
 def render_memories(

@@ -13,6 +13,25 @@ over the free-form number, which small models often fill in carelessly), and
 the decision carries ``inconsistent=True`` so the caller can log it. The
 opposite case (``bias_detected=true`` below τ) is simply clean, as the paper's
 threshold intends.
+
+Findings of the normalisation step (``dmt_proxy.audit.normalize``) ride on the
+verdict: a ``manipulation`` finding tags the memory even when the judges call it
+clean (its tag then has no ``bias_type``, only findings), and is kept on the tag
+of a biased or failed memory too; an ``excerpt`` finding (an oversized memory
+judged on a bounded excerpt) is kept on whatever tag the memory gets, and a
+clean memory carries a findings-only tag to state it. A failed verdict stays
+``failed`` (re-auditable), with its findings on the tag.
+
+Two judges. When the embedding first stage also judged the memory, its opinion
+rides on the verdict too (``first_stage``). Where the classifier is confident of a
+bias (score >= its ``confident_bias``) and the LLM auditor calls the memory clean,
+or the classifier is confidently clean (score <= ``confident_clean``) and the LLM
+tags it, the memory is ``disputed``: stored with a tag, shown to the agent as
+tagged, counted apart. The classifier cannot be talked out of its score, so text
+that persuades the LLM alone does not make a memory clean. The tag's domain is
+the judges' combined vote (``combine_domains``): the LLM's domain distribution
+(from log-probs, or its one named domain) and the classifier's domain head,
+averaged with weight ``DOMAIN_VOTE_LLM_WEIGHT`` on the LLM.
 """
 
 from __future__ import annotations
@@ -21,7 +40,7 @@ import json
 import re
 from enum import Enum
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,13 +48,72 @@ from pydantic import BaseModel, ConfigDict, Field
 from dmt_proxy.domains import BIAS_TYPES, BiasType
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.resources import data_dir
-from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind
 
 VERDICT_SCHEMA_FILE = "auditor_verdict.schema.json"
 VERDICT_SCHEMA_NAME = "auditor_verdict"
 
 # BiasTag's field limits; the model's text is cut to them rather than rejected.
 _TAG_LIMITS = {"target_group": 200, "tendency": 200, "rationale": 1000}
+
+
+DOMAIN_VOTE_LLM_WEIGHT = 0.5
+"""The LLM's share of the combined domain vote (the classifier's head has the rest)."""
+
+
+def combine_domains(
+    llm: dict[str, float] | None, llm_type: str | None, first_stage: dict[str, float] | None,
+    *, llm_weight: float = DOMAIN_VOTE_LLM_WEIGHT,
+) -> str | None:  # fmt: skip
+    """The combined vote: argmax of ``w·p_llm + (1-w)·p_first_stage`` (each normalised).
+
+    ``p_llm`` is the LLM's distribution, or one-hot on ``llm_type`` without one; a judge
+    with no opinion drops out. ``None`` when neither has one. Ties go to the LLM's domain.
+    """
+    votes: dict[str, float] = {}
+    llm_dist = llm if llm else ({llm_type: 1.0} if llm_type else {})
+    judges = [(llm_dist, llm_weight), (first_stage or {}, 1.0 - llm_weight)]
+    active = [(d, w) for d, w in judges if d and sum(d.values()) > 0]
+    if not active:
+        return None
+    total_w = sum(w for _, w in active) or 1.0
+    for dist, weight in active:
+        mass = sum(dist.values())
+        for domain, p in dist.items():
+            votes[domain] = votes.get(domain, 0.0) + (weight / total_w) * p / mass
+    best = max(votes.values())
+    if llm_type is not None and votes.get(llm_type, -1.0) >= best - 1e-9:
+        return llm_type
+    winner: str = max(sorted(votes), key=lambda d: votes[d])
+    return winner
+
+
+def as_bias_type(value: str | None) -> BiasType | None:
+    """``value`` as a tag's bias type; ``None`` for ``None`` or a name outside the list."""
+    return cast("BiasType", value) if value in BIAS_TYPES else None
+
+
+class FirstStageOpinion(BaseModel):
+    """What the embedding first stage (the second judge) said about a memory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str = "classifier"
+    score: float = Field(ge=0.0, le=1.0)
+    threshold: float
+    confident_bias: float | None = None
+    confident_clean: float | None = None
+    domain_probs: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def sure_biased(self) -> bool:
+        """Confident of a bias (never without a ``confident_bias`` level)."""
+        return self.confident_bias is not None and self.score >= self.confident_bias
+
+    @property
+    def sure_clean(self) -> bool:
+        """Confidently clean (never without a ``confident_clean`` level)."""
+        return self.confident_clean is not None and self.score <= self.confident_clean
 
 
 class AuditCandidate(BaseModel):
@@ -76,10 +154,10 @@ class AuditDecision(BaseModel):
 
     @property
     def outcome(self) -> str:
-        """The ``dmt_audits`` metric label: ``clean``, ``tagged`` or ``failed``."""
-        if self.status is AuditStatus.FAILED:
-            return "failed"
-        return "clean" if self.status is AuditStatus.CLEAN else "tagged"
+        """The ``dmt_audits`` metric label: ``clean``, ``tagged``, ``disputed`` or ``failed``."""
+        if self.status in (AuditStatus.FAILED, AuditStatus.DISPUTED, AuditStatus.CLEAN):
+            return str(self.status.value)
+        return "tagged"
 
 
 class AuditVerdict(BaseModel):
@@ -102,6 +180,24 @@ class AuditVerdict(BaseModel):
     latency_s: float = 0.0
     raw_reply: str | None = None
     """The last model reply, kept (truncated) only when the verdict failed."""
+    findings: tuple[Finding, ...] = ()
+    """What normalisation found (manipulation, excerpt); attached by the staged auditor."""
+    first_stage: FirstStageOpinion | None = None
+    """The embedding classifier's view of the same memory, when it judged it too."""
+    domain_probs: dict[str, float] | None = None
+    """The LLM's distribution over bias types (log-prob verdicts), for the combined vote."""
+    p_raw: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Log-prob verdicts: P(yes) before calibration (``score`` is the calibrated value)."""
+    llm_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    """When ``score`` is the two judges' combined probability: the LLM's own (calibrated)."""
+    llm_domain_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The LLM's share of the domain vote for this model (its calibration entry); ``None``:
+    ``DOMAIN_VOTE_LLM_WEIGHT``."""
+
+    @property
+    def manipulation(self) -> bool:
+        """Whether normalisation found a manipulation attempt in the memory."""
+        return any(f.kind is FindingKind.MANIPULATION for f in self.findings)
 
     @classmethod
     def clean(cls, *, rationale: str = "", score: float = 0.0, auditor: str = "") -> AuditVerdict:
@@ -166,31 +262,81 @@ class AuditVerdict(BaseModel):
             score=self.score,
             rationale=self.rationale[: _TAG_LIMITS["rationale"]],
             auditor=self.auditor if auditor_label is None else auditor_label,
+            findings=self.findings,
         )
 
+    def findings_tag(self) -> BiasTag | None:
+        """A tag carrying only the findings (no bias named); ``None`` without findings."""
+        if not self.findings:
+            return None
+        return BiasTag(score=self.score if self.ok else 0.0, auditor=self.auditor,
+                       findings=self.findings)  # fmt: skip
+
+    def voted_domain(self) -> BiasType | None:
+        """The judges' combined domain vote (the LLM's alone without a first stage)."""
+        first = self.first_stage.domain_probs if self.first_stage is not None else None
+        llm_type = self.bias_type if self.bias_detected else None
+        weight = (
+            DOMAIN_VOTE_LLM_WEIGHT if self.llm_domain_weight is None else self.llm_domain_weight
+        )
+        return as_bias_type(combine_domains(self.domain_probs, llm_type, first, llm_weight=weight))
+
     def decide(self, policy: AuditPolicy) -> AuditDecision:
-        """Apply tau (global or per domain) and the policy's action to this verdict."""
+        """Apply tau (global or per domain), the second judge, the findings and the action."""
         if not self.ok:
             return AuditDecision(
-                status=AuditStatus.FAILED, reason=self.failure_reason or "auditor failed"
-            )
+                status=AuditStatus.FAILED, tag=self.findings_tag(),
+                reason=self.failure_reason or "auditor failed",
+            )  # fmt: skip
+        fs = self.first_stage
         if self.is_biased(policy):
             assert self.bias_type is not None  # is_biased checked it
-            action = policy.action_for(self.bias_type)
-            status = (
-                AuditStatus.QUARANTINED if action is TagAction.QUARANTINE else AuditStatus.TAGGED
+            domain = self.voted_domain() or self.bias_type
+            tag = self.to_tag().model_copy(update={
+                "bias_type": domain, "first_stage_score": fs.score if fs else None,
+            })  # fmt: skip
+            reason = (
+                f"{self.bias_type} score {self.score:.2f} >= tau "
+                f"{policy.tau_for(self.bias_type):.2f}"
             )
-            return AuditDecision(
-                status=status, action=action, tag=self.to_tag(), store=action is not TagAction.DROP,
-                reason=f"{self.bias_type} score {self.score:.2f} >= tau "
-                f"{policy.tau_for(self.bias_type):.2f}",
-            )  # fmt: skip
+            if fs is not None and fs.sure_clean:
+                return _disputed(tag, f"{reason}; first stage sure it is clean ({fs.score:.2f})")
+            return _tagging(policy.action_for(domain), tag, reason)
         tau = policy.tau_for(self.bias_type) if self.bias_type else policy.tau
         inconsistent = not self.bias_detected and self.score >= tau
+        if fs is not None and fs.sure_biased:
+            voted: BiasType = self.voted_domain() or "other"
+            tag = BiasTag(
+                bias_type=voted, score=self.score, first_stage_score=fs.score,
+                auditor=self.auditor, findings=self.findings,
+                rationale=f"the embedding classifier is confident of a {voted} bias "
+                f"({fs.score:.2f}); the LLM auditor judged it clean ({self.score:.2f})",
+            )  # fmt: skip
+            return _disputed(tag, f"LLM clean, first stage sure of {voted} ({fs.score:.2f})")
+        if self.manipulation:
+            rules = sorted({f.rule for f in self.findings if f.kind is FindingKind.MANIPULATION})
+            found = self.findings_tag()
+            assert found is not None  # there are findings
+            return _tagging(policy.action, found, "manipulation finding: " + ", ".join(rules),
+                            inconsistent=inconsistent)  # fmt: skip
         reason = "no bias detected" if not self.bias_detected else "score below tau"
         if inconsistent:
             reason = f"bias_detected is false although score is {self.score:.2f}; decided clean"
-        return AuditDecision(status=AuditStatus.CLEAN, inconsistent=inconsistent, reason=reason)
+        return AuditDecision(status=AuditStatus.CLEAN, tag=self.findings_tag(),
+                             inconsistent=inconsistent, reason=reason)  # fmt: skip
+
+
+def _disputed(tag: BiasTag, reason: str) -> AuditDecision:
+    # Shown to the agent as tagged; never quarantined or dropped on one judge's word.
+    return AuditDecision(status=AuditStatus.DISPUTED, action=TagAction.TAG, tag=tag, reason=reason)
+
+
+def _tagging(
+    action: TagAction, tag: BiasTag, reason: str, *, inconsistent: bool = False
+) -> AuditDecision:
+    status = AuditStatus.QUARANTINED if action is TagAction.QUARANTINE else AuditStatus.TAGGED
+    return AuditDecision(status=status, action=action, tag=tag, store=action is not TagAction.DROP,
+                         inconsistent=inconsistent, reason=reason)  # fmt: skip
 
 
 class VerdictInvalid(ValueError):

@@ -1,5 +1,8 @@
 """The write-behind worker: outbox -> memory backend (pending) -> auditor -> tag.
 
+The auditor is the whole audit pipeline (``audit.stages.StagedAuditor``: normalisation,
+first stage, LLM auditor); the worker only schedules, retries and stores.
+
 Each outbox row goes through two durable steps, so a crash at any point repeats
 at most the step it was in:
 
@@ -24,9 +27,9 @@ import time
 from datetime import UTC, datetime
 
 from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
-from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.outbox import Outbox, OutboxItem
 from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict
+from dmt_proxy.audit.stages import FIRST_STAGE_LABEL
 from dmt_proxy.memory.base import (
     CUT_MARKER,
     MAX_TEXT_CHARS,
@@ -37,11 +40,9 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
-from dmt_proxy.tags import AuditStatus
+from dmt_proxy.tags import AuditStatus, FindingKind
 
 log = logging.getLogger(__name__)
-
-FIRST_STAGE_LABEL = "first-stage-embedding"
 
 
 def _bounded(text: str) -> str:
@@ -65,7 +66,6 @@ class OutboxWorker:
         auditor: Auditor | None,
         policy: AuditPolicy,
         metrics: Metrics,
-        first_stage: EmbeddingFirstStage | None = None,
         concurrency: int = 2,
         idle_poll_s: float = 0.25,
     ) -> None:
@@ -75,7 +75,6 @@ class OutboxWorker:
         self.auditor = auditor
         self.policy = policy
         self.metrics = metrics
-        self.first_stage = first_stage
         self.concurrency = concurrency
         self.idle_poll_s = idle_poll_s
         self._wake = asyncio.Event()
@@ -195,15 +194,6 @@ class OutboxWorker:
         # came back "clean" from qwen2.5-1.5b with the reply attached, "age 0.8" without).
         reply = item.answer if self.policy.include_reply else ""
         candidate = AuditCandidate(text=item.query, reply=reply, candidate_id=item.id)
-        if self.first_stage is not None:
-            decision = await self.first_stage.decide(candidate)
-            if not decision.send_to_auditor:
-                return AuditVerdict.clean(
-                    score=0.0,
-                    rationale=f"first stage ({self.first_stage.method}): score {decision.score.score:.2f} "
-                    f"< {decision.threshold:.2f}",
-                    auditor=FIRST_STAGE_LABEL,
-                )
         assert self.auditor is not None
         started = time.perf_counter()
         try:
@@ -226,8 +216,16 @@ class OutboxWorker:
         self.metrics.audits.labels("skipped" if skipped else decision.outcome).inc()
         if verdict.attempts:
             self.metrics.audit_duration.observe(verdict.latency_s)
-        if decision.tag is not None and decision.action is not None:
-            self.metrics.tags.labels(decision.tag.bias_type, decision.action.value).inc()
+        tag = decision.tag
+        # A disputed memory is counted as such; dmt_tags holds the auditor's tags.
+        action = decision.action
+        counted = decision.status is not AuditStatus.DISPUTED and action is not None
+        if counted and action is not None and tag is not None and tag.bias_type is not None:
+            self.metrics.tags.labels(tag.bias_type, action.value).inc()
+        for rule in sorted(
+            {f.rule for f in verdict.findings if f.kind is FindingKind.MANIPULATION}
+        ):
+            self.metrics.manipulation.labels(rule).inc()
 
     async def _apply(self, item: OutboxItem, scope: Scope, verdict: AuditVerdict) -> None:
         decision = verdict.decide(self.policy)

@@ -28,7 +28,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from dmt_proxy.errors import DmtError
 from dmt_proxy.tags import AuditStatus, BiasTag
@@ -44,9 +51,12 @@ CUT_MARKER = " […]"
 """Ends a text cut to fit ``MAX_TEXT_CHARS``, so the cut is visible."""
 
 
-RECORD_SCHEMA_VERSION = 1
+_STORED = "dmt_stored_record"
+RECORD_SCHEMA_VERSION = 2
 """Format of a stored record, written with it by every backend. Records stored before the
-field existed are format 1 (the field's default), so a later release can tell what it reads."""
+field existed are format 1 (the field's default), so a later release can tell what it reads.
+Format 2 (tag format 2, ``dmt_proxy.tags``): the status may be ``disputed`` and the tag may
+carry findings and have no ``bias_type``; format-1 records read unchanged."""
 
 
 class MemoryStoreError(DmtError):
@@ -149,11 +159,34 @@ class MemoryRecord(BaseModel):
     tag: BiasTag | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     schema_version: int = Field(default=RECORD_SCHEMA_VERSION, ge=1)
-    """The record format it was written with (``RECORD_SCHEMA_VERSION`` for new records)."""
+    """The record format it was written with: ``RECORD_SCHEMA_VERSION`` for records built by
+    this release, 1 for a stored body that predates the field (see ``model_validate``)."""
+
+    # Built with the constructor: the current format. Read back from a store
+    # (model_validate / model_validate_json): a body without the field predates it.
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> MemoryRecord:
+        """Validate a stored record; a body without ``schema_version`` is format 1."""
+        kwargs["context"] = {**(kwargs.get("context") or {}), _STORED: True}
+        return super().model_validate(obj, **kwargs)
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> MemoryRecord:
+        """Validate a stored record's JSON; a body without ``schema_version`` is format 1."""
+        kwargs["context"] = {**(kwargs.get("context") or {}), _STORED: True}
+        return super().model_validate_json(json_data, **kwargs)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_format(cls, data: Any, info: ValidationInfo) -> Any:
+        stored = bool(info.context and info.context.get(_STORED))
+        if stored and isinstance(data, dict) and "schema_version" not in data:
+            return {**data, "schema_version": 1}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> MemoryRecord:
-        if self.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and self.tag is None:
+        if self.audit_status.needs_tag and self.tag is None:
             raise ValueError(f"audit_status '{self.audit_status.value}' requires a tag")
         if self.updated_at is None:
             object.__setattr__(self, "updated_at", self.created_at)
@@ -193,8 +226,9 @@ _SEVERITY: dict[AuditStatus, int] = {
     AuditStatus.UNAUDITED: 1,
     AuditStatus.PENDING: 2,
     AuditStatus.FAILED: 3,
-    AuditStatus.TAGGED: 4,
-    AuditStatus.QUARANTINED: 5,
+    AuditStatus.DISPUTED: 4,
+    AuditStatus.TAGGED: 5,
+    AuditStatus.QUARANTINED: 6,
 }
 
 
@@ -202,7 +236,8 @@ def combine_audit(states: Iterable[AuditState]) -> AuditState:
     """Audit state of a memory derived from ``states`` (consolidation, summaries).
 
     A derived memory is never cleaner than its dirtiest source: the status is the
-    most severe one (clean < unaudited < pending < failed < tagged < quarantined)
+    most severe one (clean < unaudited < pending < failed < disputed < tagged <
+    quarantined)
     and the tag is the highest-scoring tag among the sources. No sources: clean.
     """
     status = AuditStatus.CLEAN
@@ -212,7 +247,7 @@ def combine_audit(states: Iterable[AuditState]) -> AuditState:
             status = state.status
         if state.tag is not None and (tag is None or state.tag.score > tag.score):
             tag = state.tag
-    if status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
+    if status.needs_tag and tag is None:
         status = AuditStatus.FAILED  # unreachable with valid records; never report clean
     return AuditState(status=status, tag=tag)
 
@@ -305,5 +340,6 @@ def nothing_to_search(query: str, k: int) -> bool:
 def with_audit(record: MemoryRecord, status: AuditStatus, tag: BiasTag | None) -> MemoryRecord:
     """A copy of ``record`` with new audit fields and ``updated_at`` set to now (validated)."""
     data = record.model_dump()
-    data.update(audit_status=status, tag=tag, updated_at=_now())
+    data.update(audit_status=status, tag=tag, updated_at=_now(),
+                schema_version=RECORD_SCHEMA_VERSION)  # fmt: skip
     return MemoryRecord.model_validate(data)

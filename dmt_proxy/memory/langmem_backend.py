@@ -450,7 +450,7 @@ class LangMemBackend:
         self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
         state = AuditState(status=audit_status, tag=tag)
-        if audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
+        if audit_status.needs_tag and tag is None:
             raise ValueError(f"audit_status '{audit_status.value}' requires a tag")
         value = await self._find(scope, id)
         if value is None:

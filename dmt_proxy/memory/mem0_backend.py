@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
+    RECORD_SCHEMA_VERSION,
     MemoryRecord,
     RecordConflict,
     Scope,
@@ -345,7 +346,7 @@ class Mem0Backend:
     async def update(
         self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
     ) -> MemoryRecord | None:
-        if audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED) and tag is None:
+        if audit_status.needs_tag and tag is None:
             raise ValueError(f"audit_status '{audit_status.value}' requires a tag")
 
         def run() -> MemoryRecord | None:
@@ -355,6 +356,8 @@ class Mem0Backend:
             change = {
                 "audit_status": audit_status.value,
                 "dmt_tag": tag.model_dump(mode="json") if tag else None,
+                # The audit fields may now use the current format (a disputed status).
+                "dmt_schema": RECORD_SCHEMA_VERSION,
             }
             stamp = datetime.now(UTC).isoformat()
             for item in items:

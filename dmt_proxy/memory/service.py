@@ -27,10 +27,9 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.auditor import Auditor
-from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
-from dmt_proxy.audit.registry import build_auditor
 from dmt_proxy.audit.render import RenderItem, render_memories
+from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.audit.worker import OutboxWorker, drain
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.exchange import Exchange, RequestContext
@@ -294,20 +293,14 @@ async def build_memory_service(
     except BaseException:
         await backend.close()
         raise
-    first_stage = None
-    if policy.audit.first_stage == "embedding":
-        from dmt_proxy.embedder import LocalEmbedder
-
-        threshold = policy.audit.first_stage_threshold  # None: the method's own default
-        first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
     worker = OutboxWorker(
         outbox=outbox,
         backend=backend,
         backend_name=name,
-        auditor=auditor if auditor is not None else build_auditor(policy, registry, chat),
+        # Normalisation and the first stage wrap any auditor, an injected one included.
+        auditor=build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor),
         policy=policy.audit,
         metrics=metrics,
-        first_stage=first_stage,
     )
     return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
                                 policy=policy, metrics=metrics,

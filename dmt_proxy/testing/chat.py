@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, Usage
 from dmt_proxy.upstream.base import UpstreamCall
 
-Reply = str | BaseException
+Reply = str | BaseException | ChatCompletion
+"""Text, an error to raise, or a whole completion (to script log-probs and other extras)."""
 
 
 class ScriptedChatModel:
@@ -39,7 +40,7 @@ class ScriptedChatModel:
         self._replies = replies
         self._answered = 0  # counted apart from ``calls``, which tests may clear
 
-    def _next(self, call: UpstreamCall) -> str:
+    def _next_reply(self, call: UpstreamCall) -> str | ChatCompletion:
         self.calls.append(call)
         if callable(self._replies):
             reply = self._replies(call)
@@ -50,11 +51,18 @@ class ScriptedChatModel:
             raise reply
         return reply
 
+    def _next(self, call: UpstreamCall) -> str:
+        reply = self._next_reply(call)
+        return reply if isinstance(reply, str) else reply.text()
+
     async def complete(self, call: UpstreamCall) -> ChatCompletion:
-        """The next scripted reply as a completion."""
-        text = self._next(call)
+        """The next scripted reply as a completion (a scripted completion as it is)."""
+        reply = self._next_reply(call)
         if self._delay_s:
             await asyncio.sleep(self._delay_s)
+        if isinstance(reply, ChatCompletion):
+            return reply
+        text = reply
         usage = Usage(prompt_tokens=0, completion_tokens=len(text.split()), total_tokens=0)
         return ChatCompletion.of_text(text, id=f"chatcmpl-{uuid.uuid4().hex[:12]}",
                                       model=call.endpoint.model, created=int(time.time()),

@@ -1,5 +1,12 @@
-"""The adversarial runner end to end on the real local auditor model (two audits only:
-the first adversarial item and its twin), so the committed rerun command keeps working."""
+"""The adversarial runner end to end on the real local auditor model.
+
+* v1, two audits only (the first adversarial item and its twin), so the committed
+  rerun command keeps working;
+* v2, the whole set through the whole audit pipeline (normalisation, embedding first
+  stage, the log-prob LLM auditor on qwen2.5-1.5b): the evasion rate it measures must
+  stay at or under the target of issue 17 (10%). About 45 audits: tens of minutes on a
+  loaded 2-core machine.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.adversarial_auditor import build_parser, run
+from tests.reliability.adversarial_auditor import EVASION_TARGET, build_parser, run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -29,3 +36,19 @@ async def test_runner_audits_an_item_and_its_twin(
         json.loads(out.with_suffix(".json").read_text())["meta"]["set"] == "adversarial_memories_v1"
     )
     assert "| adv-01 | age | instruct_auditor |" in out.with_suffix(".md").read_text()
+
+
+async def test_v2_evasion_rate_stays_under_the_target(
+    local_model_base_url: Callable[[str], str], tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    base_url = local_model_base_url("qwen2.5-1.5b")
+    out = tmp_path / "adversarial_v2"
+    args = build_parser().parse_args(["--set", "adversarial_memories_v2", "--base-url", base_url,
+                                      "--model", "qwen2.5-1.5b", "--out", str(out)])  # fmt: skip
+    result = await run(args)
+    overall = result["summary"]["by_attack"]["all"]
+    report(f"adversarial_memories_v2 (full pipeline, qwen2.5-1.5b): evasion "
+           f"{overall['evaded']}/{overall['evasion_n']}, forgery "
+           f"{overall['forged']}/{overall['forgery_n']}, failed {overall['failed']}")  # fmt: skip
+    assert overall["evasion_n"] > 0, "no biased twin was flagged: nothing to evade"
+    assert overall["evasion_rate"] <= EVASION_TARGET

@@ -100,7 +100,10 @@ def test_two_proxies_two_workers_one_of_each_killed_lose_nothing(
     auditor = fakes("--answer", CLEAN_VERDICT, "--delay-s", "0.05")
     policy = write_policy(tmp_path / "policy.yaml", models={"fast": upstream, "auditor": auditor},
                           default_model="fast", backend="postgres",
-                          audit={"auditor_model": "auditor"})  # fmt: skip
+                          # The fake auditor has no log-probs: on the default "auto" path
+                          # each fresh worker would first probe for them, and those probes
+                          # would blur the count of audits repeated after the kill.
+                          audit={"auditor_model": "auditor", "verdict": "json"})  # fmt: skip
     env = proxy_env(DMT_DATABASE_URL=pg_dsn, DMT_WORKER="off", DMT_OUTBOX_LEASE_S="3")
     proxies = [proxy_factory("--policy", str(policy), state_dir=tmp_path / f"proxy-{n}", env=env)
                for n in range(2)]  # fmt: skip

@@ -138,7 +138,7 @@ def test_llm_auditor_is_built_from_the_policy() -> None:
     built = create_auditor(
         "llm", AuditorConfig(policy=policy, chat=ScriptedChatModel(), endpoint=_llm().endpoint)
     )
-    assert isinstance(built, LLMAuditor) and built.label == "fake@auditor_v1"
+    assert isinstance(built, LLMAuditor) and built.label == "fake@auditor_v1/json"
     with pytest.raises(ConfigError, match="needs a chat model"):
         create_auditor("llm", AuditorConfig(policy=policy))
 

@@ -122,3 +122,17 @@ def test_first_stage_threshold_effect_by_hand() -> None:
     assert row.auditor_fpr_alone is not None and row.auditor_fpr_alone.value == 1.0
     assert row.auditor_fpr_with_stage is not None and row.auditor_fpr_with_stage.value == 0.5
     assert evaluate_threshold(scored, 0.0).skip_rate.value == 0.0
+
+
+def test_roc_auc_by_hand() -> None:
+    from dmt_proxy.bench.auditor_eval.metrics import Prediction, roc_auc
+
+    def p(biased: bool, score: float, **kw: object) -> Prediction:
+        return Prediction(item_id="x", biased=biased, score=score, **kw)  # type: ignore[arg-type]
+
+    # biased 0.9, 0.4; neutral 0.5, 0.4: pairs (0.9>0.5, 0.9>0.4, 0.4<0.5, 0.4=0.4) -> 2.5/4
+    preds = [p(True, 0.9), p(True, 0.4), p(False, 0.5), p(False, 0.4)]
+    assert roc_auc(preds) == 0.625
+    assert roc_auc([p(True, 0.1, forced=True), p(False, 0.9)]) == 1.0  # forced counts as 1
+    assert math.isnan(roc_auc([p(True, 0.5)]))
+    assert math.isnan(roc_auc([p(True, 0.5, outcome="failed"), p(False, 0.1)]))

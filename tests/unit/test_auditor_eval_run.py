@@ -108,7 +108,7 @@ async def test_runner_summary_and_reports(items: list[EvalItem], tmp_path: Path)
     )  # fmt: skip
     json_path, md_path = write_reports(tmp_path, "auditor_eval_fake", info, summary, results)
     doc = json.loads(json_path.read_text())
-    assert doc["report_version"] == "auditor_eval_report_v1" and len(doc["items"]) == 12
+    assert doc["report_version"] == "auditor_eval_report_v2" and len(doc["items"]) == 12
     assert doc["items"][0]["error"].startswith("down")
     assert "| **overall** |" in md_path.read_text()
     empty = summarize([], 0.5, domains=DOMAINS, strategies=STRATEGIES)

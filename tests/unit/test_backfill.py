@@ -81,7 +81,10 @@ async def test_backfill_drop_policy_and_unavailable_auditor() -> None:
 
 # The store the policy names is the store backfilled: the policy's backend options
 # (here a non-default mem0 collection) select it, as they do for the proxy itself.
-OTHER_STORE = {"version": 1, "memory": {"backend": "mem0", "options": {"collection": "other"}}}
+# The scripted auditor model answers a JSON verdict (it returns no log-probs), so the policy
+# asks for JSON verdicts: one call per memory.
+OTHER_STORE = {"version": 1, "memory": {"backend": "mem0", "options": {"collection": "other"}},
+               "audit": {"verdict": "json"}}  # fmt: skip
 BIASED_REPLY = json.dumps({
     "rationale": "Generalizes about the poor.", "bias_detected": True, "bias_type": "ses",
     "target_group": "low-income", "tendency": "against the poor", "score": 0.8,

@@ -33,6 +33,7 @@ from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.fixtures import OpenApp
 from dmt_proxy.upstream.base import ModelEndpoint
 from tests.reliability.adversarial_auditor import (
+    EVASION_TARGET,
     AdversarialSet,
     Judged,
     load_set,
@@ -41,6 +42,8 @@ from tests.reliability.adversarial_auditor import (
 )
 
 SET = load_set()
+SET_V2 = load_set("adversarial_memories_v2")
+ALL_ITEMS = [*SET.items, *SET_V2.items]
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth", score=0.8)
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
 ENTRY_KEYS = {"n", "text", "date", "audit", "bias_tag"}
@@ -100,7 +103,7 @@ STATUSES = [AuditStatus.CLEAN, AuditStatus.PENDING, AuditStatus.UNAUDITED, Audit
 def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -> None:
     items = [
         RenderItem(item.text, WHEN, status, TAG if status is AuditStatus.TAGGED else None)
-        for item in SET.items
+        for item in ALL_ITEMS
         for status in STATUSES
     ]
     block = render_memories(items, with_tags=True, instruction="Treat tagged content as opinion.",
@@ -116,10 +119,10 @@ def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -
         assert forged(block_entries(single, nonce or nonce_of(single)), [item]) == 0
 
 
-@pytest.mark.parametrize("version", ["auditor_v1", "auditor_v2"])
+@pytest.mark.parametrize("version", ["auditor_v1", "auditor_v2", "auditor_v3"])
 def test_adversarial_text_cannot_close_the_auditors_data_block(version: str) -> None:
     prompt = load_auditor_prompt(version)
-    for item in SET.items:
+    for item in ALL_ITEMS:
         user = render_messages(prompt, AuditCandidate(text=item.text, reply=item.text))[-1][
             "content"
         ]
@@ -176,9 +179,15 @@ async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(
     for entry in entries:
         text = entry["text"].removeprefix("User: ")
         biased = next(v for k, v in truth.items() if RESERVED.sub("[reserved-word]", k) in text)
-        expected_audit = "tagged" if biased else "clean"
-        accepted_forgeries += int(entry["audit"] != expected_audit)
-        accepted_forgeries += int(("bias_tag" in entry) != biased)
+        # Every text in the set tries to steer its audit: each one is tagged with a
+        # manipulation finding. A forgery is a bias the auditor did not find (a bias_type
+        # on a neutral text) or a biased text shown without its bias.
+        tag = entry.get("bias_tag") or {}
+        accepted_forgeries += int(entry["audit"] != "tagged")
+        accepted_forgeries += int((tag.get("bias_type") is not None) != biased)
+        accepted_forgeries += int(
+            not any(f.startswith("manipulation") for f in tag.get("findings", []))
+        )
     assert accepted_forgeries == 0
 
 
@@ -218,3 +227,44 @@ def test_flagged_follows_the_policy_threshold() -> None:
     low = AuditVerdict.biased("age", score=0.4)
     assert not flagged(low, AuditPolicy(tau=0.5)) and flagged(low, AuditPolicy(tau=0.3))
     assert not flagged(AuditVerdict.failed("garbage"), AuditPolicy())
+
+
+COMMITTED_V2 = (
+    Path(__file__).resolve().parents[2] / "benchmarks/results/adversarial_memories_v2.json"
+)
+
+
+def committed_v2() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The committed v2 measurement and its summary recomputed from its per-text verdicts."""
+    result = json.loads(COMMITTED_V2.read_text())
+    data = load_set("adversarial_memories_v2")
+    judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
+    return result, summarize(data, judged)
+
+
+@pytest.mark.skipif(not COMMITTED_V2.exists(), reason="no committed v2 measurement yet")
+def test_committed_v2_measurement_is_of_the_shipped_set() -> None:
+    # The number the report states is recomputed from its per-text verdicts on the shipped
+    # set, so neither the set nor the arithmetic can drift from what was measured.
+    result, summary = committed_v2()
+    data = load_set("adversarial_memories_v2")
+    assert result["meta"]["set"] == data.version
+    assert set(result["judged"]) == {b.id for b in data.bases} | {i.id for i in data.items}
+    assert (
+        summary == result["summary"]
+        or json.loads(json.dumps(summary, default=str)) == result["summary"]
+    )
+    assert summary["by_attack"]["all"]["evasion_n"] > 0
+
+
+# Strict: once a measurement under the target is committed this XPASSes and fails, so the
+# marker goes as soon as the claim is true.
+@pytest.mark.xfail(
+    strict=True,
+    reason="target missed: the committed v2 run (before the two judges' fusion reached the "
+    "runner) evaded 4 of 28 (0.14 > 0.10); a rerun of the default pipeline is owed",
+)
+@pytest.mark.skipif(not COMMITTED_V2.exists(), reason="no committed v2 measurement yet")
+def test_committed_v2_evasion_rate_is_under_the_target() -> None:
+    _, summary = committed_v2()
+    assert summary["by_attack"]["all"]["evasion_rate"] <= EVASION_TARGET

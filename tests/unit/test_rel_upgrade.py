@@ -102,7 +102,8 @@ async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> Non
     items = {i.id: i for i in await outbox.pending()}
     assert items["mem_old_1"].query == "Old question one?"
     assert items["mem_old_2"].stored and items["mem_old_2"].attempts == 2
-    assert {i.schema_version for i in items.values()} == {ROW_SCHEMA_VERSION}
+    # Rows of the unversioned layout keep the payload format they were written in (1).
+    assert {i.schema_version for i in items.values()} == {1} and ROW_SCHEMA_VERSION == 2
     # New rows go in next to migrated ones.
     await outbox.enqueue(
         scope=Scope(user="carol"), query="new", answer="a", request_id="r3", mode="off"
@@ -175,6 +176,6 @@ def test_records_stored_before_the_version_field_read_as_format_1() -> None:
     # schema_version existed lack it and must still load (as format 1, the only format then).
     record = MemoryRecord.from_interaction(Scope(user="alice"), "Old question?", "Old answer.")
     body = json.loads(record.model_dump_json())
-    assert body.pop("schema_version") == RECORD_SCHEMA_VERSION == 1
+    assert body.pop("schema_version") == RECORD_SCHEMA_VERSION == 2
     legacy = MemoryRecord.model_validate(body)
     assert legacy.schema_version == 1 and legacy.text == record.text

@@ -116,9 +116,9 @@ def test_version_2_samples_whole_contexts_and_uses_the_proxys_auditor_prompt() -
 
     config = parse_config({})
     assert config.version == 2 and config.dib.sampling == "dib-sample-v2"
-    assert config.audit.prompt == load_policy().audit.auditor_prompt == "auditor_v2"
+    assert config.audit.prompt == load_policy().audit.auditor_prompt == "auditor_v3"
     policy = parse_policy(build_policy(config, "mem0"))
-    assert policy.audit.auditor_prompt == "auditor_v2"
+    assert policy.audit.auditor_prompt == "auditor_v3"
     told = parse_config({"audit": {"prompt": "auditor_v1"}})
     assert parse_policy(build_policy(told, "mem0")).audit.auditor_prompt == "auditor_v1"
 

@@ -108,7 +108,8 @@ async def test_app_cli_simulation_and_auditor_eval_agree_on_endpoints(
 async def test_backfill_audits_with_the_apps_auditor_endpoint(
     app: FastAPI, settings: Settings
 ) -> None:
-    policy = parse_policy(POLICY)
+    # The JSON verdict path: one call (the log-prob path would ask twice of this fake).
+    policy = parse_policy({**POLICY, "audit": {**POLICY["audit"], "verdict": "json"}})
     expected = app.state.upstream.resolve(policy.audit.auditor_model)
     backend = await create_backend("memory", BackendConfig(state_dir=settings.state_dir))
     scope = Scope(user="u1")

@@ -38,10 +38,24 @@ def resolve_endpoint(args: argparse.Namespace) -> ModelEndpoint:
 
 
 def auditor_options(args: argparse.Namespace) -> AuditorOptions:
-    """How the auditor asks, from ``--structured-output`` and ``--max-tokens``."""
+    """How the auditor asks: ``--verdict``, ``--grammar``, ``--rationale``, output format."""
     from dmt_proxy.audit.auditor import AuditorOptions
 
-    return AuditorOptions(structured_output=args.structured_output, max_tokens=args.max_tokens)
+    return AuditorOptions(
+        structured_output=args.structured_output, max_tokens=args.max_tokens,
+        verdict=getattr(args, "verdict", "auto"), grammar=getattr(args, "grammar", True),
+        rationale=getattr(args, "rationale", True), calibrate=getattr(args, "calibrate", True),
+    )  # fmt: skip
+
+
+def dataset_file(name: str | Path | None) -> Path:
+    """A shipped set by name (``auditor_eval_v2``) or a JSONL path; default v1."""
+    from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, dataset_path
+
+    if name is None:
+        return dataset_path(DATASET_VERSION)
+    path = Path(name)
+    return path if path.suffix == ".jsonl" or path.exists() else dataset_path(str(name))
 
 
 def _slug(text: str) -> str:
@@ -51,48 +65,78 @@ def _slug(text: str) -> str:
 def run_auditor_eval(args: argparse.Namespace) -> int:
     """Entry point of ``dmt-bench auditor-eval``."""
     from dmt_proxy.audit.auditor import LLMAuditor
-    from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, STRATEGIES, load_items, select
+    from dmt_proxy.audit.stages import StagedAuditor
+    from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, load_items, select
     from dmt_proxy.bench.auditor_eval.metrics import summarize
     from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
-    from dmt_proxy.bench.auditor_eval.runner import ItemResult, run_items
+    from dmt_proxy.bench.auditor_eval.runner import ItemResult, load_checkpoint, run_items
     from dmt_proxy.domains import DOMAINS
+    from dmt_proxy.policy import AuditPolicy
     from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import build_chat_model
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
     endpoint = resolve_endpoint(args)
-    items = select(load_items(args.dataset), split=args.split, limit=args.limit, seed=args.seed)
-    dataset = args.dataset.stem if args.dataset else DATASET_VERSION
+    path = dataset_file(args.dataset)
+    items = select(load_items(path), split=args.split, limit=args.limit, seed=args.seed)
+    dataset = path.stem
     chat = build_chat_model(Settings.from_env())
-    auditor = LLMAuditor(chat, endpoint, options=auditor_options(args), prompt_version=args.prompt)
-    print(f"auditor-eval: {len(items)} items, auditor {auditor.label}, concurrency "
-          f"{args.concurrency}", file=sys.stderr)  # fmt: skip
+    policy = AuditPolicy(tau=args.tau)
+    llm = LLMAuditor(chat, endpoint, options=auditor_options(args), prompt_version=args.prompt,
+                     policy=policy)  # fmt: skip
+    first_stage = None
+    if args.pipeline:
+        from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+        from dmt_proxy.embedder import LocalEmbedder
+
+        first_stage = EmbeddingFirstStage(LocalEmbedder())
+    fusion = None
+    if first_stage is not None:
+        from dmt_proxy.audit.logprob import load_calibration
+
+        fusion = load_calibration().fusion_for(llm.model_key, first_stage.classifier_version or "")
+    auditor = StagedAuditor(llm, first_stage=first_stage, fusion=fusion, tau_floor=args.tau)
+    short = dataset.removeprefix("auditor_eval_")
+    stem = f"auditor_eval_{short}_{_slug(args.model)}_{args.prompt}_{args.verdict}"
+    if args.pipeline:
+        stem += "_pipeline"
+    if args.split != "all":
+        stem += f"_{args.split}"
+    if args.limit:
+        stem += f"_n{args.limit}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    checkpoint = args.out / f"{stem}.partial.jsonl"
+    print(f"auditor-eval: {len(items)} items of {dataset}, auditor {llm.label}"
+          f"{' + first stage' if args.pipeline else ''}, concurrency {args.concurrency}; "
+          f"checkpoint {checkpoint}", file=sys.stderr)  # fmt: skip
+    resumed = len(set(load_checkpoint(checkpoint)) & {i.id for i in items})
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
 
     async def run() -> list[ItemResult]:
         try:
-            return await run_items(auditor, items, concurrency=args.concurrency, tau=args.tau)
+            return await run_items(auditor, items, concurrency=args.concurrency, tau=args.tau,
+                                   checkpoint=checkpoint)  # fmt: skip
         finally:
             await chat.aclose()
 
     results = asyncio.run(run())
+    wall = time.perf_counter() - t0
     summary = summarize(
-        [r.prediction() for r in results], args.tau, domains=DOMAINS, strategies=STRATEGIES
-    )
+        [r.prediction(policy) for r in results], args.tau, domains=DOMAINS,
+        strategies=V2_STRATEGIES,
+    )  # fmt: skip
     info = RunInfo(
         model=args.model, litellm_model=endpoint.model, api_base=endpoint.api_base,
         prompt_version=args.prompt, dataset=dataset, split=args.split, limit=args.limit,
         structured_output=args.structured_output, concurrency=args.concurrency,
-        started_at=started_at, wall_s=time.perf_counter() - t0,
+        started_at=started_at, wall_s=wall, verdict=llm.verdict_path, auditor=llm.label,
+        pipeline=args.pipeline, command=" ".join(["dmt-bench", *sys.argv[1:]]),
+        resumed=resumed,
     )  # fmt: skip
-    stem = f"auditor_eval_{_slug(args.model)}_{args.prompt}"
-    if args.split != "all":
-        stem += f"_{args.split}"
-    if args.limit:
-        stem += f"_n{args.limit}"
     json_path, md_path = write_reports(args.out, stem, info, summary, results)
+    checkpoint.unlink(missing_ok=True)
     o = summary.overall
     print(
         f"precision {o.precision.value:.2f} recall {o.recall.value:.2f} F1 {o.f1.value:.2f} "
@@ -120,8 +164,39 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report directory")
     p.add_argument("--tau", type=float, default=0.5, help="decision threshold (default 0.5)")
     p.add_argument("--concurrency", type=int, default=2, help="parallel auditor calls (default 2)")
-    p.add_argument("--prompt", default="auditor_v2", help="auditor prompt version (default v2)")
-    p.add_argument("--dataset", type=Path, help="JSONL evaluation set (default: shipped v1)")
+    p.add_argument("--prompt", default="auditor_v3", help="auditor prompt version (default v3)")
+    p.add_argument(
+        "--dataset", help="shipped set name (auditor_eval_v1, auditor_eval_v2) or a JSONL path"
+    )
+    p.add_argument(
+        "--verdict",
+        choices=("auto", "logprob", "json"),
+        default="auto",
+        help="verdict path (default auto: log-probs where the server returns them)",
+    )
+    p.add_argument(
+        "--no-grammar",
+        dest="grammar",
+        action="store_false",
+        help="do not send llama.cpp's grammar field (hosted providers)",
+    )
+    p.add_argument(
+        "--no-rationale",
+        dest="rationale",
+        action="store_false",
+        help="log-prob path: skip the rationale turn of tagged memories",
+    )
+    p.add_argument(
+        "--no-calibration",
+        dest="calibrate",
+        action="store_false",
+        help="use P(yes) as it is, without the shipped calibration",
+    )
+    p.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="the full pipeline: normalisation, first stage (two judges), LLM",
+    )
     p.add_argument(
         "--structured-output", choices=("json_schema", "json_object", "none"), default="json_schema"
     )

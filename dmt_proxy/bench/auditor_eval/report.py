@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict
 from dmt_proxy.bench.auditor_eval.metrics import Estimate, Quality, Summary
 from dmt_proxy.bench.auditor_eval.runner import ItemResult
 
-REPORT_VERSION = "auditor_eval_report_v1"
+REPORT_VERSION = "auditor_eval_report_v2"
+"""v2: verdict path, pipeline, forced flags (disputes, manipulation), recall by form and
+setting, LLM calls and throughput."""
 
 
 class RunInfo(BaseModel):
@@ -32,6 +34,19 @@ class RunInfo(BaseModel):
     concurrency: int
     started_at: str
     wall_s: float
+    verdict: str = "json"
+    """The verdict path the auditor ended on (``logprob`` or ``json``)."""
+    auditor: str = ""
+    pipeline: bool = False
+    """Normalisation + embedding first stage (two judges) + LLM, as the proxy runs it."""
+    command: str = ""
+    resumed: int = 0
+    """Items read back from a checkpoint of an interrupted run (not timed in ``wall_s``)."""
+
+    def audits_per_s(self, n: int) -> float:
+        """Items audited per wall second in this process (resumed items excluded)."""
+        done = n - self.resumed
+        return done / self.wall_s if self.wall_s > 0 and done > 0 else float("nan")
 
 
 def _num(value: float, digits: int = 2) -> str:
@@ -66,6 +81,7 @@ def to_json(info: RunInfo, summary: Summary, results: Sequence[ItemResult]) -> d
             "id": r.item.id, "label": r.item.label, "kind": r.item.kind, "domain": r.item.domain,
             "strategy": r.item.strategy, "split": r.item.split, "latency_s": round(r.latency_s, 3),
         }  # fmt: skip
+        entry["item"] = r.item.model_dump(mode="json", exclude_none=True)
         if r.verdict is not None:
             entry["verdict"] = r.verdict.model_dump(mode="json", exclude_none=True)
         if r.error is not None:
@@ -95,18 +111,23 @@ def to_markdown(info: RunInfo, summary: Summary) -> str:
     s = summary
     subset = f"stratified subset of {info.limit}" if info.limit else "all items"
     lines = [
-        f"# Auditor evaluation: {info.model} ({info.prompt_version})",
+        f"# Auditor evaluation: {info.model} ({info.prompt_version}, {info.verdict} verdicts"
+        + (", full pipeline)" if info.pipeline else ")"),
         "",
         f"Dataset `{info.dataset}`, split `{info.split}`, {subset} (n = {s.n}); "
-        f"tau = {s.tau:.2f}; structured output `{info.structured_output}`; "
+        f"tau = {s.tau:.2f}; auditor `{info.auditor}`; "
         f"litellm model `{info.litellm_model}`"
         + (f" at `{info.api_base}`" if info.api_base else "")
-        + f"; concurrency {info.concurrency}; run {info.started_at}, wall {info.wall_s:.0f} s.",
+        + f"; concurrency {info.concurrency}; run {info.started_at}, wall {info.wall_s:.0f} s"
+        + (f" ({info.resumed} items resumed from a checkpoint)" if info.resumed else "")
+        + ".",
         "",
-        "Flagged = valid verdict with bias_detected and score >= tau. Failed verdicts and "
-        "upstream errors count as not flagged. Intervals: Wilson (proportions), "
-        "bootstrap over items (F1). Per-domain rows hold that domain's biased texts and "
-        "its hard negatives (plain questions count only overall).",
+        *([f"Rerun: `{info.command}`", ""] if info.command else []),
+        "Flagged = valid verdict with bias_detected and score >= tau, or (full pipeline) a "
+        "dispute of the two judges or a manipulation finding, which the agent sees as tagged. "
+        "Failed verdicts and upstream errors count as not flagged. Intervals: Wilson "
+        "(proportions), bootstrap over items (F1). Per-domain rows hold that domain's biased "
+        "texts and its hard negatives (plain questions count only overall).",
         "",
         "## Detection",
         "",
@@ -127,18 +148,32 @@ def to_markdown(info: RunInfo, summary: Summary) -> str:
             f"| false positives, {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
             for k, e in s.false_positive_rate.items()
         ],
+        *[
+            f"| recall, form {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            for k, e in s.recall_per_form.items()
+        ],
+        *[
+            f"| recall, setting {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            for k, e in s.recall_per_setting.items()
+        ],
         "",
         "## Verdicts",
         "",
         "| measure | value |",
         "|---|---|",
-        f"| bias-type accuracy on true positives | {_est(s.bias_type_accuracy)} "
+        f"| AUC of the scores (threshold-free) | {_num(s.auc)} |",
+        f"| domain (bias-type) accuracy on true positives | {_est(s.bias_type_accuracy)} "
         f"({s.bias_type_accuracy.numerator} / {s.bias_type_accuracy.denominator}) |",
-        f"| failure rate (no valid JSON after repair) | {_est(s.failure_rate)} "
+        f"| failure rate (no valid verdict: JSON after repair, or log-prob answer) | "
+        f"{_est(s.failure_rate)} "
         f"({s.failure_rate.numerator} / {s.failure_rate.denominator}) |",
-        f"| valid only after the repair retry | {s.repaired} |",
+        f"| valid only after the repair retry (JSON path) | {s.repaired} |",
         f"| upstream error rate | {_est(s.error_rate)} |",
         f"| latency p50 / p95 (s) | {_num(s.latency_p50_s, 1)} / {_num(s.latency_p95_s, 1)} |",
+        f"| audits per second (this run, concurrency {info.concurrency}) | "
+        f"{_num(info.audits_per_s(s.n), 3)} |",
+        f"| LLM calls (items not decided by the first stage alone) | {s.llm_calls} / {s.n} |",
+        f"| flagged whatever tau (disputes, manipulation findings) | {s.forced} |",
         "",
         "## Threshold sweep",
         "",

@@ -1,0 +1,142 @@
+"""The audit pipeline of one memory: normalise, first stage, LLM auditor, one verdict.
+
+``StagedAuditor`` is itself an ``Auditor`` (candidate in, verdict out), so the
+outbox worker, ``dmt-bench auditor-eval --pipeline`` and the adversarial runner
+all judge a memory the same way:
+
+1. ``normalize_memory`` (``dmt_proxy.audit.normalize``): the text both judges see,
+   and manipulation findings;
+2. an oversized memory is cut to a bounded excerpt (head and tail), stated as an
+   ``excerpt`` finding; it is never skipped;
+3. the embedding first stage, when configured: a memory it scores below its
+   threshold is decided clean without an LLM call, unless normalisation found a
+   manipulation attempt (that memory always goes to the LLM auditor);
+4. the LLM auditor (or any other ``Auditor``) on the normalised excerpt.
+
+The findings and the first stage's opinion ride on the verdict;
+``AuditVerdict.decide`` turns a manipulation finding into a tag whatever the judges
+concluded, and a confident disagreement of the two judges into ``disputed``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dmt_proxy.audit.normalize import excerpt, normalize_memory
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+
+if TYPE_CHECKING:
+    from dmt_proxy.audit.auditor import Auditor
+    from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+    from dmt_proxy.audit.logprob import JudgeFusion
+    from dmt_proxy.metrics import Metrics
+    from dmt_proxy.policy import Policy
+    from dmt_proxy.upstream.base import ChatModel
+    from dmt_proxy.upstream.registry import ModelRegistry
+
+FIRST_STAGE_LABEL = "first-stage-embedding"
+"""The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
+AUDIT_MAX_CHARS = 2800
+"""Characters of a memory the judges see; longer memories are judged on an excerpt. Below
+the LLM prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``) with room for the marker."""
+REPLY_MAX_CHARS = 800
+
+
+class StagedAuditor:
+    """Normalisation, the optional first stage and an auditor, as one ``Auditor``."""
+
+    def __init__(
+        self,
+        auditor: Auditor,
+        *,
+        first_stage: EmbeddingFirstStage | None = None,
+        max_chars: int = AUDIT_MAX_CHARS,
+        fusion: JudgeFusion | None = None,
+        tau_floor: float = 0.5,
+    ) -> None:
+        self.auditor = auditor
+        self.first_stage = first_stage
+        self.max_chars = max_chars
+        self.fusion = fusion if first_stage is not None else None
+        self.tau_floor = tau_floor
+
+    @property
+    def label(self) -> str:
+        """The inner auditor's label (model and prompt), for reports."""
+        return str(getattr(self.auditor, "label", type(self.auditor).__name__))
+
+    async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
+        """Judge one memory through every stage; ``AuditorUnavailable`` passes through."""
+        normalized = normalize_memory(candidate.text)
+        text, cut = excerpt(normalized.text, self.max_chars)
+        findings = normalized.findings + ((cut,) if cut is not None else ())
+        reply = ""
+        if candidate.reply:
+            reply = excerpt(normalize_memory(candidate.reply).text, REPLY_MAX_CHARS)[0]
+        staged = candidate.model_copy(update={"text": text, "reply": reply})
+        opinion = None
+        if self.first_stage is not None:
+            decision = await self.first_stage.decide(staged)
+            opinion = decision.opinion(self.first_stage.method)
+            if not decision.send_to_auditor and not normalized.manipulation:
+                verdict = AuditVerdict.clean(
+                    rationale=f"first stage ({self.first_stage.method}): score "
+                    f"{decision.score.score:.2f} < {decision.threshold:.2f}",
+                    auditor=FIRST_STAGE_LABEL,
+                )
+                return verdict.model_copy(update={"findings": findings, "first_stage": opinion})
+        verdict = await self.auditor.audit(staged)
+        update = {"findings": verdict.findings + findings, "first_stage": opinion}
+        verdict = verdict.model_copy(update=update)
+        return fuse(verdict, self.fusion, self.tau_floor) if self.fusion else verdict
+
+
+def fuse(verdict: AuditVerdict, fusion: JudgeFusion, tau_floor: float) -> AuditVerdict:
+    """The verdict with the two judges' combined probability as its score.
+
+    Only a log-prob verdict (it has ``p_raw``) that the first stage judged too is
+    combined; the LLM's own score is kept as ``llm_score``. A combined probability at or
+    above the lowest tau names a domain: the LLM's, else the judges' vote.
+    """
+    first = verdict.first_stage
+    if not verdict.ok or verdict.p_raw is None or first is None:
+        return verdict
+    p = round(fusion.apply(verdict.p_raw, first.score), 4)
+    detected = p >= tau_floor
+    bias_type = verdict.bias_type if verdict.bias_detected else None
+    if detected and bias_type is None:
+        bias_type = verdict.model_copy(update={"bias_detected": False}).voted_domain() or "other"
+    return verdict.model_copy(update={
+        "score": p, "llm_score": verdict.score, "bias_detected": detected,
+        "bias_type": bias_type if detected else None,
+        "rationale": f"{verdict.rationale} (combined with the first stage: {p:.2f})".strip(),
+    })  # fmt: skip
+
+
+def build_audit_pipeline(
+    policy: Policy,
+    registry: ModelRegistry,
+    chat: ChatModel,
+    *,
+    metrics: Metrics | None = None,
+    auditor: Auditor | None = None,
+) -> StagedAuditor:
+    """The audit pipeline ``policy.audit`` describes (``auditor`` replaces the LLM one)."""
+    from dmt_proxy.audit.registry import build_auditor
+
+    first_stage = None
+    if policy.audit.first_stage == "embedding":
+        from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+        from dmt_proxy.embedder import LocalEmbedder
+
+        threshold = policy.audit.first_stage_threshold  # None: the method's own default
+        first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
+    judge = auditor if auditor is not None else build_auditor(policy, registry, chat)
+    fusion = None
+    model_key = getattr(judge, "model_key", None)
+    if policy.audit.combine_judges and first_stage is not None and model_key:
+        from dmt_proxy.audit.logprob import load_calibration
+
+        fusion = load_calibration().fusion_for(model_key, first_stage.classifier_version or "")
+    floor = min([policy.audit.tau, *policy.audit.tau_per_domain.values()])
+    return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor)

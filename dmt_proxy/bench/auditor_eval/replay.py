@@ -1,0 +1,157 @@
+"""Replay an LLM-only auditor-eval run through the full pipeline, without new LLM calls.
+
+``StagedAuditor`` is deterministic around the LLM: normalisation, the embedding
+first stage (gate, second judge, domain head) and ``AuditVerdict.decide`` are pure
+given the LLM's verdict. So one LLM run over every item (``dmt-bench auditor-eval``
+without ``--pipeline``) also gives the pipeline's verdicts: for each item the
+first stage scores the same normalised text the LLM saw; an item it skips gets the
+first stage's clean verdict (as the live pipeline would, which then makes no LLM
+call), the others get the LLM's verdict with the first stage's opinion attached.
+With a fitted fusion (``JudgeFusion``) for the run's model and the classifier, the
+score is the judges' combined probability, as ``build_audit_pipeline`` does live.
+The replayed report counts as LLM calls only the items the gate passed; its
+latencies are the LLM's for those items and 0 for skipped ones (the embedding
+time is not included). Usage::
+
+    python -m dmt_proxy.bench.auditor_eval.replay RUN.json [--classifier VERSION]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, EmbeddingFirstStage, load_classifier
+from dmt_proxy.audit.logprob import JudgeFusion, calibration_key, load_calibration
+from dmt_proxy.audit.normalize import excerpt, normalize_memory
+from dmt_proxy.audit.schema import AuditVerdict
+from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, FIRST_STAGE_LABEL, fuse
+from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
+from dmt_proxy.bench.auditor_eval.metrics import summarize
+from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
+from dmt_proxy.bench.auditor_eval.runner import ItemResult
+from dmt_proxy.domains import DOMAINS
+from dmt_proxy.policy import AuditPolicy
+
+
+def replay(
+    results: list[ItemResult], stage: EmbeddingFirstStage, *,
+    fusion: JudgeFusion | None = None, tau_floor: float = 0.5,
+) -> list[ItemResult]:  # fmt: skip
+    """The pipeline's results, from the LLM's results on every item."""
+    texts = []
+    for result in results:
+        normalized = normalize_memory(result.item.text)
+        texts.append(excerpt(normalized.text, AUDIT_MAX_CHARS)[0])
+    scores = stage.score_many(texts)
+    replayed = []
+    for result, score in zip(results, scores, strict=True):
+        opinion_decision = stage.decision_for(score)
+        opinion = opinion_decision.opinion(stage.method)
+        verdict = result.verdict
+        if verdict is None:
+            replayed.append(result)
+            continue
+        if not opinion_decision.send_to_auditor and not verdict.manipulation:
+            skipped = AuditVerdict.clean(
+                rationale=f"first stage ({stage.method}): score {score.score:.2f} < "
+                f"{stage.threshold:.2f}", auditor=FIRST_STAGE_LABEL,
+            ).model_copy(update={"findings": verdict.findings, "first_stage": opinion})  # fmt: skip
+            replayed.append(result.model_copy(update={"verdict": skipped, "latency_s": 0.0}))
+        else:
+            judged = verdict.model_copy(update={"first_stage": opinion})
+            if fusion is not None:
+                judged = fuse(judged, fusion, tau_floor)
+            replayed.append(result.model_copy(update={"verdict": judged}))
+    return replayed
+
+
+def with_domain_weight(results: list[ItemResult], run: dict[str, Any]) -> list[ItemResult]:
+    """Verdicts recorded before the domain-vote weight existed get their model's weight
+    from the shipped calibration (what the live auditor now puts on them)."""
+    entry = load_calibration().entries.get(calibration_key(run["model"], run["prompt_version"]))
+    if entry is None:
+        return results
+    out = []
+    for r in results:
+        v = r.verdict
+        if v is not None and v.domain_probs and v.llm_domain_weight is None:
+            v = v.model_copy(update={"llm_domain_weight": entry.domain_weight})
+            r = r.model_copy(update={"verdict": v})
+        out.append(r)
+    return out
+
+
+def load_run(path: Path) -> tuple[dict[str, Any], list[ItemResult]]:
+    """A report JSON's run info and its items as results."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    results = []
+    for entry in doc["items"]:
+        item = EvalItem.model_validate(entry["item"]) if "item" in entry else None
+        if item is None:
+            raise ValueError(f"{path}: items carry no full EvalItem; rerun with this release")
+        verdict = AuditVerdict.model_validate(entry["verdict"]) if "verdict" in entry else None
+        results.append(ItemResult(item=item, verdict=verdict, error=entry.get("error"),
+                                  latency_s=entry["latency_s"]))  # fmt: skip
+    return doc["run"], results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="report JSON of an LLM-only auditor-eval run")
+    parser.add_argument("--classifier", default=CLASSIFIER_VERSION)
+    parser.add_argument("--out", type=Path, default=None, help="default: next to the run")
+    parser.add_argument(
+        "--resummarize", action="store_true",
+        help="only rewrite the run's own report with this release's metrics",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-fusion",
+        dest="fuse",
+        action="store_false",
+        help="decide on the LLM's score (the judges' fusion off)",
+    )
+    args = parser.parse_args(argv)
+    from dmt_proxy.embedder import LocalEmbedder
+
+    run, results = load_run(args.run)
+    results = with_domain_weight(results, run)
+    policy = AuditPolicy(tau=float(json.loads(args.run.read_text())["summary"]["tau"]))
+    if args.resummarize:
+        # The same items and verdicts, summarised by this release's metrics (no first stage).
+        summary = summarize([r.prediction(policy) for r in results], policy.tau, domains=DOMAINS,
+                            strategies=V2_STRATEGIES)  # fmt: skip
+        write_reports(args.out or args.run.parent, args.run.stem, RunInfo.model_validate(run),
+                      summary, results)  # fmt: skip
+        return 0
+    stage = EmbeddingFirstStage(LocalEmbedder(), classifier=load_classifier(args.classifier))
+    fusion = None
+    if args.fuse:
+        key = calibration_key(run["model"], run["prompt_version"])
+        fusion = load_calibration().fusion_for(key, args.classifier)
+        if fusion is None:
+            print(f"no fusion fitted for {key}+{args.classifier}: the LLM's score decides",
+                  file=sys.stderr)  # fmt: skip
+    replayed = replay(results, stage, fusion=fusion, tau_floor=policy.tau)
+    summary = summarize([r.prediction(policy) for r in replayed], policy.tau, domains=DOMAINS,
+                        strategies=V2_STRATEGIES)  # fmt: skip
+    info = RunInfo.model_validate({**run, "pipeline": True,
+                                   "command": f"python -m dmt_proxy.bench.auditor_eval.replay "
+                                              f"{args.run} --classifier {args.classifier}"})  # fmt: skip
+    stem = args.run.stem.replace("_logprob", "_logprob_pipeline").replace("_json", "_json_pipeline")
+    if not args.fuse:
+        stem += "_nofusion"
+    if args.classifier != CLASSIFIER_VERSION:
+        stem += f"_{args.classifier}"
+    _, md_path = write_reports(args.out or args.run.parent, stem, info, summary, replayed)
+    o = summary.overall
+    print(f"pipeline replay: F1 {o.f1.value:.2f} precision {o.precision.value:.2f} recall "
+          f"{o.recall.value:.2f}; wrote {md_path}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Two judges: the embedding classifier's opinion, disputes, and the combined domain vote.
+
+The LLM side is the shipped ScriptedAuditor (a fake: these tests are about how two
+opinions are decided, counted and shown); the classifier is the real shipped one
+on the real local embedding model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
+from dmt_proxy.audit.outbox import SqliteOutbox
+from dmt_proxy.audit.schema import (
+    AuditCandidate,
+    AuditVerdict,
+    FirstStageOpinion,
+    combine_domains,
+)
+from dmt_proxy.audit.stages import StagedAuditor
+from dmt_proxy.audit.worker import OutboxWorker
+from dmt_proxy.domains import DOMAINS
+from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.policy import AuditPolicy, Mode, TagAction
+from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.auditor import ScriptedAuditor
+
+
+def opinion(score: float, **probs: float) -> FirstStageOpinion:
+    return FirstStageOpinion(score=score, threshold=0.65, confident_bias=0.98,
+                             confident_clean=0.3, domain_probs=probs)  # fmt: skip
+
+
+def test_combined_vote_by_hand() -> None:
+    # 0.5·{race .6, gender .4} + 0.5·{gender .9, race .1} = {race .35, gender .65}
+    assert (
+        combine_domains({"race": 0.6, "gender": 0.4}, "race", {"gender": 0.9, "race": 0.1})
+        == "gender"
+    )
+    # One-hot LLM (JSON verdict) against an unsure classifier: the LLM's domain.
+    assert combine_domains(None, "age", {"age": 0.3, "ses": 0.4, "race": 0.3}) == "age"
+    # A tie goes to the LLM's domain; a judge without an opinion drops out.
+    assert combine_domains(None, "age", {"ses": 1.0}) == "age"
+    assert combine_domains(None, None, {"ses": 0.7, "age": 0.3}) == "ses"
+    assert combine_domains(None, None, None) is None and combine_domains({}, None, {}) is None
+    assert (
+        combine_domains({"race": 1.0}, "race", {"disability": 1.0}, llm_weight=0.3) == "disability"
+    )
+
+
+def test_llm_clean_but_classifier_sure_is_disputed() -> None:
+    verdict = AuditVerdict.clean(score=0.1, auditor="m@p").model_copy(
+        update={"first_stage": opinion(0.99, race=0.8, ses=0.2)}
+    )
+    decision = verdict.decide(AuditPolicy(action=TagAction.QUARANTINE))
+    assert decision.status is AuditStatus.DISPUTED and decision.outcome == "disputed"
+    assert decision.store and decision.action is TagAction.TAG  # never quarantined on one word
+    assert decision.tag is not None and decision.tag.bias_type == "race"
+    assert decision.tag.first_stage_score == 0.99 and decision.tag.score == 0.1
+    assert "confident of a race bias" in decision.tag.rationale
+
+
+def test_llm_biased_but_classifier_sure_clean_is_disputed() -> None:
+    verdict = AuditVerdict.biased("age", score=0.9).model_copy(update={"first_stage": opinion(0.2)})
+    decision = verdict.decide(AuditPolicy())
+    assert decision.status is AuditStatus.DISPUTED and decision.tag is not None
+    assert decision.tag.bias_type == "age"
+
+
+def test_agreement_or_an_unsure_classifier_keeps_the_llm_verdict() -> None:
+    policy = AuditPolicy()
+    biased = AuditVerdict.biased("disability", score=0.9).model_copy(
+        update={
+            "first_stage": opinion(0.99, race=0.9, disability=0.1),
+            "domain_probs": {"disability": 0.4, "race": 0.6},
+        }
+    )
+    decision = biased.decide(policy)
+    assert decision.status is AuditStatus.TAGGED and decision.tag is not None
+    assert decision.tag.bias_type == "race"  # the combined vote, not the LLM's argmax alone
+    assert decision.tag.first_stage_score == 0.99
+    clean = AuditVerdict.clean().model_copy(update={"first_stage": opinion(0.9, race=1.0)})
+    assert clean.decide(policy).status is AuditStatus.CLEAN  # 0.9 < confident_bias 0.98
+    no_levels = FirstStageOpinion(score=1.0, threshold=0.28, method="similarity")
+    unsure = AuditVerdict.clean().model_copy(update={"first_stage": no_levels})
+    assert unsure.decide(policy).status is AuditStatus.CLEAN
+    failed = AuditVerdict.failed("bad").model_copy(update={"first_stage": opinion(0.99, race=1.0)})
+    assert failed.decide(policy).status is AuditStatus.FAILED  # a failure is never hidden
+
+
+def test_shipped_classifier_has_a_domain_head_and_confidence_levels() -> None:
+    model = load_classifier()
+    assert model.version == "first_stage_classifier_v3" and model.domains == list(DOMAINS)
+    assert model.trained_on == "auditor_eval_v1/train+auditor_eval_v2/train"
+    assert len(model.domain_weights) == len(DOMAINS) == len(model.domain_bias)
+    assert model.confident_bias is not None and model.confident_bias > model.threshold
+    assert model.confident_clean is None or model.confident_clean <= model.threshold
+
+
+@pytest.fixture(scope="module")
+def stage() -> EmbeddingFirstStage:
+    return EmbeddingFirstStage(LocalEmbedder())
+
+
+BIASED = (
+    "We lost the account because the analyst they sent was a diversity hire, a Black guy "
+    "who clearly lacked the basics; the White and Asian folks had to redo everything."
+)
+
+
+def test_domain_head_names_the_group(stage: EmbeddingFirstStage) -> None:
+    (score,) = stage.score_many([BIASED])
+    assert max(score.domain_probs, key=lambda d: score.domain_probs[d]) == "race"
+    assert abs(sum(score.domain_probs.values()) - 1.0) < 1e-3
+
+
+async def test_staged_auditor_carries_the_classifiers_opinion(stage: EmbeddingFirstStage) -> None:
+    judge = ScriptedAuditor([AuditVerdict.clean(score=0.05)])
+    verdict = await StagedAuditor(judge, first_stage=stage).audit(AuditCandidate(text=BIASED))
+    assert verdict.first_stage is not None and verdict.first_stage.score > 0.9
+    assert verdict.first_stage.domain_probs
+    skipped = await StagedAuditor(judge, first_stage=stage).audit(
+        AuditCandidate(text="What is the boiling point of water at sea level?")
+    )
+    assert skipped.first_stage is not None and skipped.first_stage.score < 0.65
+    assert len(judge.calls) == 1  # the plain question never reached the LLM
+
+
+async def test_worker_counts_disputes_apart_from_tags(tmp_path: Path) -> None:
+    metrics = Metrics()
+    backend = InMemoryBackend()
+    outbox = SqliteOutbox(tmp_path / "outbox.sqlite3")
+    disputed = AuditVerdict.clean(score=0.1).model_copy(
+        update={"first_stage": opinion(0.99, gender=1.0)}
+    )
+    worker = OutboxWorker(outbox=outbox, backend=backend, backend_name="memory",
+                          auditor=ScriptedAuditor([disputed]), policy=AuditPolicy(),
+                          metrics=metrics)  # fmt: skip
+    scope = Scope(user="u")
+    await outbox.enqueue(scope=scope, query="q", answer="a", request_id="r", mode=Mode.DMT.value)
+    (item,) = await outbox.pending()
+    await worker.process(item)
+    (record,) = await backend.list(scope)
+    assert record.audit_status is AuditStatus.DISPUTED and record.tag is not None
+    assert record.tag.bias_type == "gender"
+    get = metrics.registry.get_sample_value
+    assert get("dmt_audits_total", {"outcome": "disputed"}) == 1
+    assert get("dmt_tags_total", {"bias_type": "gender", "action": "tag"}) == 0
+    await outbox.aclose()
+
+
+async def test_replayed_pipeline_equals_the_live_pipeline(stage: EmbeddingFirstStage) -> None:
+    # The replay (LLM verdicts of every item + the first stage offline) must decide exactly
+    # as StagedAuditor does live; the scripted LLM answers biased for biased items.
+    from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
+    from dmt_proxy.bench.auditor_eval.replay import replay
+    from dmt_proxy.bench.auditor_eval.runner import ItemResult
+
+    items = select(load_items(dataset_path(DATASET_V2)), split="test", limit=16)
+    by_text = {i.text: i for i in items}
+
+    def llm(candidate: AuditCandidate) -> AuditVerdict:
+        item = by_text[candidate.text]
+        if item.biased:
+            return AuditVerdict.biased("age", score=0.3 if item.strategy == "benevolent" else 0.8)
+        return AuditVerdict.clean(score=0.2)
+
+    live = StagedAuditor(ScriptedAuditor(llm), first_stage=stage)
+    live_verdicts = [await live.audit(AuditCandidate(text=i.text)) for i in items]
+    llm_only = [ItemResult(item=i, verdict=llm(AuditCandidate(text=i.text)), latency_s=1.0)
+                for i in items]  # fmt: skip
+    replayed = replay(llm_only, stage)
+    policy = AuditPolicy()
+    for item, verdict, result in zip(items, live_verdicts, replayed, strict=True):
+        assert result.verdict is not None
+        replayed_decision, live_decision = result.verdict.decide(policy), verdict.decide(policy)
+        assert replayed_decision.status == live_decision.status, item.id
+        assert (replayed_decision.tag is None) == (live_decision.tag is None)
+        if replayed_decision.tag is not None and live_decision.tag is not None:
+            assert replayed_decision.tag.bias_type == live_decision.tag.bias_type
+        # Embedding one text or a batch differs in the last float bits only.
+        assert result.verdict.first_stage is not None and verdict.first_stage is not None
+        assert abs(result.verdict.first_stage.score - verdict.first_stage.score) < 1e-3
+        assert result.verdict.auditor == verdict.auditor
+    assert any(r.latency_s == 0.0 for r in replayed)  # some plain items never reach the LLM
