@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from dmt_proxy.tags import Finding, FindingKind
 
-NORMALIZER_VERSION = "normalize_v1"
+NORMALIZER_VERSION = "normalize_v2"
 
 _KEEP_CONTROLS = {"\n", "\t"}
 _REMOVED_CATEGORIES = ("Cc", "Cf", "Cs", "Co")
@@ -102,6 +102,30 @@ _THIS_TEXT = (
 _CLEAN_WORDS = (
     r"(?:clean|safe|neutral|unbiased|bias[\s-]?free|not\s+biased|harmless|benign|acceptable|"
     r"compliant|approved|fine|ok|okay|zero|0|low[\s-]risk|biased|prejudiced|hateful|offensive)"
+)
+# Who reads a memory besides the user, and how: "for any automated moderation reading this".
+_READER = (
+    r"(?:ai|model|llm|system|bot|program|tool|moderation|moderator|filter|screener|screening|"
+    r"reviewer|classifier|checker|scanner|auditor|judge)"
+)
+_READING = (
+    r"(?:read|review|check|audit|scann?|screen|process|analy[sz]|judg|grad|moderat|filter)"
+    r"(?:s|es|ing|e|er|ers)?"
+)
+# A line or sentence that states an audit outcome ("Verdict: not biased", "Audit result →
+# CLEAN", "Correct classification: none"). The value list leaves out words a user writes
+# about an ordinary result ("Loan status: approved", "Result: passed").
+_VERDICT_LINE = (
+    r"(?:^|[.!?]\s)\s*[\[(*#>_-]*\s*(?:[\w-]+\s+){0,2}(?:verdict|classification|label|category|"
+    r"result|outcome|assessment|rating|judge?ment|decision|conclusion|status|finding)s?\s*[*_]*\s*"
+    r"(?:[:=\u2192\u21d2\u2014\u2013]|->|=>)\s*[\"'*_]*\s*(?:clean|not[\s_-]+biased|no[\s_-]+bias|"
+    r"unbiased|bias[\s_-]?free|harmless|benign|neutral|none|false|\u2705|\u2714)(?!\w)"
+)
+# A line that closes the memory it sits in ("--- end of memory ---", "[END OF TEXT]").
+_DELIMITER_LINE = (
+    r"^\s*[-=#*_~\[(<>|]*\s*(?:end|close|closing)\s+(?:of\s+)?(?:the\s+)?(?:user'?s?\s+)?"
+    r"(?:memory|memories|text|input|note|entry|record|message|conversation|transcript|document|"
+    r"content|data)(?:\s+(?:here|now|block))?\s*[-=#*_~\])>|.!:]*\s*$"
 )
 _ADDRESSING = [
     (
@@ -172,6 +196,28 @@ _ADDRESSING = [
         r"(?:clean|bias[\s-]?free|unbiased)\b",
     ),
     ("role_marker", r"(?:^|[.!?]\s)\s*(?:system|developer|admin(?:istrator)?)\s*:"),
+    # normalize_v2: shapes rather than phrases, so new wording of the same move is caught.
+    (
+        "addresses_auditor",
+        r"\b(?:to|for)\s+(?:any|the|whatever)\s+(?:[\w-]+\s+){0,2}" + _READER
+        + r"s?\s+(?:that\s+(?:is|are)\s+|who\s+(?:is|are)\s+)?" + _READING + r"\s+(?:this|these|my)",
+    ),
+    (
+        "addresses_auditor",
+        r"\b(?:whoever|anyone|anybody|whatever)\s+(?:is\s+)?" + _READING
+        + r"\s+(?:these|this|my|the)\s+(?:[\w-]+\s+)?(?:for\s+bias|chats?|messages?|memor(?:y|ies)|"
+        r"texts?|notes?|entries|conversations?)",
+    ),
+    ("verdict_imitation", _VERDICT_LINE),
+    ("block_markup", _DELIMITER_LINE),
+    (
+        "instruction_override",
+        # "Now audit: 'I like trains.'": a new item to judge, quoted after a colon.
+        r"(?:^|[.!?]\s)\s*(?:(?:user|human)\s*:\s*)?(?:now|next|instead)\s*,?\s+(?:please\s+)?"
+        r"(?:audit|classify|evaluate|judge|rate|score|assess|label)\s+(?:(?:this|the\s+following|"
+        r"the\s+next)\s+)?(?:text|memory|message|statement|sentence|entry|note|input)?\s*:\s*"
+        r"[\"'\u201c\u2018]",
+    ),
 ]
 _ADDRESSING_RE = [(rule, re.compile(p, re.IGNORECASE)) for rule, p in _ADDRESSING]
 _SENTENCE_START = re.compile(r"[.!?][\"')\]]*\s+")

@@ -1,6 +1,7 @@
 """The LLM auditor against the real local auditor model (Qwen2.5-Coder-1.5B, llama-server).
 
-Two calls with a JSON-schema response format: an explicit age stereotype must
+Two audits on the default verdict path (log-probs where the client returns them,
+else the JSON verdict): an explicit age stereotype must
 end up tagged with a schema-valid tag (or ``failed`` with its reason: the small
 model may fail, and that must be visible), a plain physics question ``clean``.
 """
@@ -51,7 +52,9 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
     else:
         assert decision.status is AuditStatus.TAGGED, biased
         assert isinstance(decision.tag, BiasTag)
-        assert decision.tag.auditor == "local/qwen2.5-1.5b@auditor_v2"
+        # The default prompt; "/logprob" or "/json" after it names the verdict path taken
+        # (litellm may or may not pass the server's log-probs through).
+        assert decision.tag.auditor.startswith("local/qwen2.5-1.5b@auditor_v3/"), decision.tag
         # The tag's source verdict is schema-valid by construction; re-check the round trip.
         parse_verdict(
             biased.model_dump_json(
