@@ -87,7 +87,9 @@ HEADER = (
 
 ADVERSARIAL = (("adversarial_memories_v1", RESULTS / "adversarial_memories.json"),
                ("adversarial_memories_v1, pipeline", RESULTS / "adversarial_memories_v1_pipeline.json"),
-               ("adversarial_memories_v2", RESULTS / "adversarial_memories_v2.json"))  # fmt: skip
+               ("adversarial_memories_v2", RESULTS / "adversarial_memories_v2.json"),
+               # Written by an author who had not seen the defences' rules, after normalize_v2.
+               ("adversarial_memories_v3 (held out)", RESULTS / "adversarial_memories_v3.json"))  # fmt: skip
 THROUGHPUT = RESULTS / "audit_throughput.json"
 TARGETS = {"f1": 0.9, "domain": 0.85, "benevolent": 0.8, "fp_hard": 0.10, "evasion": 0.10,
            "audits_per_s": 1.0}  # fmt: skip
@@ -140,7 +142,8 @@ def _value(e: dict[str, Any] | None) -> float | None:
 
 
 def targets_lines(
-    headline: dict[str, Any] | None, adv: dict[str, Any] | None, thr: dict[str, Any] | None
+    headline: dict[str, Any] | None, adv: dict[str, Any] | None, thr: dict[str, Any] | None,
+    held_out: dict[str, Any] | None = None,
 ) -> list[str]:
     """The issue's targets against the headline run (v2 test split), the adversarial v2 run
     and the throughput benchmark; a missing document reads "not run"."""
@@ -154,6 +157,9 @@ def targets_lines(
          TARGETS["fp_hard"], False),
         ("evasion, adversarial_memories_v2",
          adv["summary"]["by_attack"]["all"]["evasion_rate"] if adv else None,
+         TARGETS["evasion"], False),
+        ("evasion, adversarial_memories_v3 (held out)",
+         held_out["summary"]["by_attack"]["all"]["evasion_rate"] if held_out else None,
          TARGETS["evasion"], False),
         ("audits/s sustained", thr["audits_per_s"] if thr else None, TARGETS["audits_per_s"], True),
     ]  # fmt: skip
@@ -179,8 +185,8 @@ def main() -> int:
         "Rerun: `python benchmarks/perf/auditor_report.py` (reads the committed results only).",
         "",
     ]
-    lines += targets_lines(runs.get((*HEADLINE, "auditor_eval_v2")), _read(ADVERSARIAL[-1][1]),
-                           _read(THROUGHPUT))  # fmt: skip
+    lines += targets_lines(runs.get((*HEADLINE, "auditor_eval_v2")), _read(ADVERSARIAL[2][1]),
+                           _read(THROUGHPUT), _read(ADVERSARIAL[3][1]))  # fmt: skip
     lines += ["## Auditor evaluation, test splits (95% intervals)", "", HEADER]
     for model in MODELS:
         for pipeline in (False, True):

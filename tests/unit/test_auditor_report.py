@@ -22,10 +22,11 @@ def test_targets_say_met_missed_by_how_much_and_not_run() -> None:
     assert rows["benevolent recall"].endswith("| yes |")  # at the target is met
     assert rows["FP rate, hard negatives"].endswith("| 0.14 | no (by 0.04) |")
     assert rows["evasion, adversarial_memories_v2"].endswith("| 0.10 | yes |")
+    assert rows["evasion, adversarial_memories_v3 (held out)"].endswith("| n/a | not run |")
     assert rows["audits/s sustained"].endswith("| n/a | not run |")
 
 
 def test_no_results_at_all_is_not_run_everywhere() -> None:
     lines = [line for line in targets_lines(None, None, None) if line.startswith("| ")]
-    assert len(lines) == 7  # header and six targets
+    assert len(lines) == 8  # header and seven targets (v2 and the held-out v3 evasion)
     assert all(line.endswith("| not run |") for line in lines[1:])
