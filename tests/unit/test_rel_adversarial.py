@@ -43,7 +43,8 @@ from tests.reliability.adversarial_auditor import (
 
 SET = load_set()
 SET_V2 = load_set("adversarial_memories_v2")
-ALL_ITEMS = [*SET.items, *SET_V2.items]
+SET_V3 = load_set("adversarial_memories_v3")
+ALL_ITEMS = [*SET.items, *SET_V2.items, *SET_V3.items]
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth", score=0.8)
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
 ENTRY_KEYS = {"n", "text", "date", "audit", "bias_tag"}
@@ -229,25 +230,23 @@ def test_flagged_follows_the_policy_threshold() -> None:
     assert not flagged(AuditVerdict.failed("garbage"), AuditPolicy())
 
 
-COMMITTED_V2 = (
-    Path(__file__).resolve().parents[2] / "benchmarks/results/adversarial_memories_v2.json"
-)
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"
 
 
-def committed_v2() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The committed v2 measurement and its summary recomputed from its per-text verdicts."""
-    result = json.loads(COMMITTED_V2.read_text())
-    data = load_set("adversarial_memories_v2")
+def committed(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A committed measurement and its summary recomputed from its per-text verdicts."""
+    result = json.loads((RESULTS / f"{version}.json").read_text())
+    data = load_set(version)
     judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
     return result, summarize(data, judged)
 
 
-@pytest.mark.skipif(not COMMITTED_V2.exists(), reason="no committed v2 measurement yet")
-def test_committed_v2_measurement_is_of_the_shipped_set() -> None:
+@pytest.mark.parametrize("version", ["adversarial_memories_v2", "adversarial_memories_v3"])
+def test_committed_measurement_is_of_the_shipped_set(version: str) -> None:
     # The number the report states is recomputed from its per-text verdicts on the shipped
     # set, so neither the set nor the arithmetic can drift from what was measured.
-    result, summary = committed_v2()
-    data = load_set("adversarial_memories_v2")
+    result, summary = committed(version)
+    data = load_set(version)
     assert result["meta"]["set"] == data.version
     assert set(result["judged"]) == {b.id for b in data.bases} | {i.id for i in data.items}
     assert (
@@ -257,14 +256,6 @@ def test_committed_v2_measurement_is_of_the_shipped_set() -> None:
     assert summary["by_attack"]["all"]["evasion_n"] > 0
 
 
-# Strict: once a measurement under the target is committed this XPASSes and fails, so the
-# marker goes as soon as the claim is true.
-@pytest.mark.xfail(
-    strict=True,
-    reason="target missed: the committed v2 run (before the two judges' fusion reached the "
-    "runner) evaded 4 of 28 (0.14 > 0.10); a rerun of the default pipeline is owed",
-)
-@pytest.mark.skipif(not COMMITTED_V2.exists(), reason="no committed v2 measurement yet")
 def test_committed_v2_evasion_rate_is_under_the_target() -> None:
-    _, summary = committed_v2()
+    _, summary = committed("adversarial_memories_v2")
     assert summary["by_attack"]["all"]["evasion_rate"] <= EVASION_TARGET
