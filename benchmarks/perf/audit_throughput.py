@@ -71,7 +71,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     endpoint = ModelEndpoint(name=f"local/{args.model}", model=f"openai/{args.model}",
                              api_base=args.base_url, api_key="local", timeout_s=args.timeout)  # fmt: skip
     chat = OpenAICompatChatModel()
-    llm = LLMAuditor(chat, endpoint, options=AuditorOptions(verdict=policy.audit.verdict),
+    rationale = policy.audit.rationale and not args.no_rationale
+    options = AuditorOptions(verdict=policy.audit.verdict, rationale=rationale)
+    llm = LLMAuditor(chat, endpoint, options=options,
                      prompt_version=policy.audit.auditor_prompt, policy=policy.audit)  # fmt: skip
     first_stage = EmbeddingFirstStage(LocalEmbedder())
     first_stage.score_many(["warm up the embedding model"])  # load time is not audit time
@@ -113,7 +115,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "enqueue_to_status_p50_s": round(percentile(to_status, 50), 1) if to_status else None,
         "enqueue_to_status_p95_s": round(percentile(to_status, 95), 1) if to_status else None,
         "statuses": dict(Counter(r.audit_status.value for r in records)),
-        "concurrency": args.concurrency,
+        "concurrency": args.concurrency, "rationale": rationale,
         "load_average_start": round(load_start, 2),
         "load_average_end": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
@@ -136,7 +138,9 @@ def render(result: dict[str, Any]) -> str:
         f"A burst of {r['n']} memories (auditor_eval_v2 test split, stratified, half biased) "
         f"enqueued in the durable outbox and drained by the proxy's worker (concurrency "
         f"{r['concurrency']}) through the default audit pipeline: normalisation, embedding "
-        f"first stage, `{r['auditor']}`.",
+        f"first stage, `{r['auditor']}`; "
+        + ("a rationale turn for each tagged memory (the default)."
+           if r.get("rationale", True) else "no rationale turn (`audit.rationale: false`)."),
         "",
         "| measure | value |",
         "|---|---|",
@@ -164,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--max-wall-s", type=float, default=7200.0)
     parser.add_argument("--conditions", default="")
+    parser.add_argument("--no-rationale", action="store_true",
+                        help="tagged memories get no rationale turn (policy audit.rationale: false)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/audit_throughput"))
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args))

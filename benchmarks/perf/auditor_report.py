@@ -91,6 +91,7 @@ ADVERSARIAL = (("adversarial_memories_v1", RESULTS / "adversarial_memories.json"
                # Written by an author who had not seen the defences' rules, after normalize_v2.
                ("adversarial_memories_v3 (held out)", RESULTS / "adversarial_memories_v3.json"))  # fmt: skip
 THROUGHPUT = RESULTS / "audit_throughput.json"
+THROUGHPUT_NO_RATIONALE = RESULTS / "audit_throughput_no_rationale.json"
 TARGETS = {"f1": 0.9, "domain": 0.85, "benevolent": 0.8, "fp_hard": 0.10, "evasion": 0.10,
            "audits_per_s": 1.0}  # fmt: skip
 
@@ -124,16 +125,21 @@ def adversarial_lines() -> list[str]:
 
 
 def throughput_lines() -> list[str]:
-    """The outbox throughput benchmark's headline numbers."""
-    doc = _read(THROUGHPUT)
-    if doc is None:
-        return ["## Throughput", "", "`benchmarks/perf/audit_throughput.py`: not run.", ""]
-    return ["## Throughput", "",
-            f"{doc['audited']} of {doc['n']} memories audited in {doc['wall_s']} s by "
-            f"`{doc['auditor']}` (worker concurrency {doc['concurrency']}): "
-            f"**{doc['audits_per_s']} audits/s**; LLM audit latency p50 / p95 "
-            f"{doc['llm_latency_p50_s']} / {doc['llm_latency_p95_s']} s "
-            "([report](audit_throughput.md)).", ""]  # fmt: skip
+    """The outbox throughput benchmark's headline numbers (default, and without rationale)."""
+    lines = ["## Throughput", ""]
+    for path, what in ((THROUGHPUT, "default policy"),
+                       (THROUGHPUT_NO_RATIONALE, "`audit.rationale: false`")):  # fmt: skip
+        doc = _read(path)
+        if doc is None:
+            lines += [f"`benchmarks/perf/audit_throughput.py` ({what}): not run.", ""]
+            continue
+        lines += [f"{what}: {doc['audited']} of {doc['n']} memories audited in {doc['wall_s']} s "
+                  f"by `{doc['auditor']}` (worker concurrency {doc['concurrency']}, "
+                  f"{doc['llm_calls']} needed the LLM): **{doc['audits_per_s']} audits/s**; "
+                  f"LLM audit latency p50 / p95 {doc['llm_latency_p50_s']} / "
+                  f"{doc['llm_latency_p95_s']} s ([report]({path.with_suffix('.md').name})).",
+                  ""]  # fmt: skip
+    return lines
 
 
 def _value(e: dict[str, Any] | None) -> float | None:
