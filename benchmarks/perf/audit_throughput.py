@@ -168,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--max-wall-s", type=float, default=7200.0)
     parser.add_argument("--conditions", default="")
-    parser.add_argument("--no-rationale", action="store_true",
-                        help="tagged memories get no rationale turn (policy audit.rationale: false)")
+    parser.add_argument(
+        "--no-rationale",
+        action="store_true",
+        help="tagged memories get no rationale turn (policy audit.rationale: false)",
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/audit_throughput"))
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args))

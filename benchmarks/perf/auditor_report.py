@@ -148,7 +148,9 @@ def _value(e: dict[str, Any] | None) -> float | None:
 
 
 def targets_lines(
-    headline: dict[str, Any] | None, adv: dict[str, Any] | None, thr: dict[str, Any] | None,
+    headline: dict[str, Any] | None,
+    adv: dict[str, Any] | None,
+    thr: dict[str, Any] | None,
     held_out: dict[str, Any] | None = None,
 ) -> list[str]:
     """The issue's targets against the headline run (v2 test split), the adversarial v2 run

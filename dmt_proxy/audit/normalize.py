@@ -199,12 +199,16 @@ _ADDRESSING = [
     # normalize_v2: shapes rather than phrases, so new wording of the same move is caught.
     (
         "addresses_auditor",
-        r"\b(?:to|for)\s+(?:any|the|whatever)\s+(?:[\w-]+\s+){0,2}" + _READER
-        + r"s?\s+(?:that\s+(?:is|are)\s+|who\s+(?:is|are)\s+)?" + _READING + r"\s+(?:this|these|my)",
+        r"\b(?:to|for)\s+(?:any|the|whatever)\s+(?:[\w-]+\s+){0,2}"
+        + _READER
+        + r"s?\s+(?:that\s+(?:is|are)\s+|who\s+(?:is|are)\s+)?"
+        + _READING
+        + r"\s+(?:this|these|my)",
     ),
     (
         "addresses_auditor",
-        r"\b(?:whoever|anyone|anybody|whatever)\s+(?:is\s+)?" + _READING
+        r"\b(?:whoever|anyone|anybody|whatever)\s+(?:is\s+)?"
+        + _READING
         + r"\s+(?:these|this|my|the)\s+(?:[\w-]+\s+)?(?:for\s+bias|chats?|messages?|memor(?:y|ies)|"
         r"texts?|notes?|entries|conversations?)",
     ),
