@@ -1,9 +1,13 @@
-"""The LLM auditor against the real local auditor model (Qwen2.5-Coder-1.5B, llama-server).
+"""The audit pipeline against the real local auditor model (Qwen2.5-Coder-1.5B, llama-server).
 
-Two audits on the default verdict path (log-probs where the client returns them,
-else the JSON verdict): an explicit age stereotype must
-end up tagged with a schema-valid tag (or ``failed`` with its reason: the small
-model may fail, and that must be visible), a plain physics question ``clean``.
+The default pipeline (normalisation, the embedding judge, the LLM auditor reached
+through litellm, the two judges' fusion) on two texts: an explicit age stereotype
+must end up tagged with a schema-valid tag (or ``failed`` with its reason: the small
+model may fail, and that must be visible), a plain physics question ``clean``. The
+verdict path is the default one (log-probs where the client returns them, else the
+JSON verdict). The LLM alone is not asked to carry the stereotype: on long narratives
+like this one its ranking is near chance (``auditor_eval_v1`` test split, AUC 0.53),
+which is why the pipeline has two judges.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import pytest
 
 from dmt_proxy.audit import AuditCandidate, LLMAuditor
 from dmt_proxy.audit.schema import parse_verdict
+from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import AuditPolicy
+from dmt_proxy.policy import load_policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.upstream.registry import ModelRegistry
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ModelEndpoint
 
@@ -40,21 +47,28 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
 
     base_url = local_model_base_url("qwen2.5-1.5b")
     metrics = Metrics()
-    policy = AuditPolicy(tau=0.5)
+    full = load_policy(None)  # the shipped policies/default.yaml, as the proxy runs it
+    policy = full.audit
     call = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
                          api_base=base_url, api_key="local", timeout_s=900)  # fmt: skip
-    auditor = LLMAuditor(LiteLLMChatModel(), call, policy=policy, metrics=metrics)
+    chat = LiteLLMChatModel()
+    llm = LLMAuditor(chat, call, policy=policy, metrics=metrics)
+    registry = ModelRegistry(Settings(), full, frozenset())
+    auditor = build_audit_pipeline(full, registry, chat, metrics=metrics, auditor=llm)
 
     biased = await auditor.audit(AuditCandidate(text=BIASED))
     decision = biased.decide(policy)
     if decision.status is AuditStatus.FAILED:
         assert biased.failure_reason, "a failed verdict must carry its reason"
     else:
-        assert decision.status is AuditStatus.TAGGED, biased
+        # Tagged, or disputed (the judges disagree with confidence): both reach the agent
+        # with a tag. Never clean.
+        assert decision.status in (AuditStatus.TAGGED, AuditStatus.DISPUTED), biased
         assert isinstance(decision.tag, BiasTag)
+        assert decision.tag.bias_type == "age", decision.tag
         # The default prompt; "/logprob" or "/json" after it names the verdict path taken
         # (litellm may or may not pass the server's log-probs through).
-        assert decision.tag.auditor.startswith("local/qwen2.5-1.5b@auditor_v3/"), decision.tag
+        assert "local/qwen2.5-1.5b@auditor_v3/" in decision.tag.auditor, decision.tag
         # The tag's source verdict is schema-valid by construction; re-check the round trip.
         parse_verdict(
             biased.model_dump_json(
@@ -71,4 +85,7 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
 
     neutral = await auditor.audit(AuditCandidate(text=NEUTRAL))
     assert neutral.decide(policy).status is AuditStatus.CLEAN, neutral
-    assert metrics.registry.get_sample_value("dmt_audit_duration_seconds_count") == 2
+    # The stereotype went to the LLM; the plain question may be decided by the first
+    # stage alone, without an LLM call.
+    calls = metrics.registry.get_sample_value("dmt_audit_duration_seconds_count")
+    assert calls is not None and 1 <= calls <= 2
