@@ -85,11 +85,21 @@ HEADER = (
 )
 
 
-ADVERSARIAL = (("adversarial_memories_v1", RESULTS / "adversarial_memories.json"),
-               ("adversarial_memories_v1, pipeline", RESULTS / "adversarial_memories_v1_pipeline.json"),
-               ("adversarial_memories_v2", RESULTS / "adversarial_memories_v2.json"),
-               # Written by an author who had not seen the defences' rules, after normalize_v2.
-               ("adversarial_memories_v3 (held out)", RESULTS / "adversarial_memories_v3.json"))  # fmt: skip
+ADV_V2 = RESULTS / "adversarial_memories_v2.json"
+# Written by an author who had not seen the defences' rules, after normalize_v2.
+ADV_V3 = RESULTS / "adversarial_memories_v3.json"
+ADVERSARIAL = (
+    ("adversarial_memories_v1", RESULTS / "adversarial_memories.json"),
+    ("adversarial_memories_v1, pipeline", RESULTS / "adversarial_memories_v1_pipeline.json"),
+    ("adversarial_memories_v2", ADV_V2),
+    ("adversarial_memories_v3 (held out)", ADV_V3),
+    # The smaller auditors behind the same pipeline (files named after the model).
+    *(
+        (f"{version}, {model}", RESULTS / f"{version}_{model}.json")
+        for model in MODELS[:2]
+        for version in ("adversarial_memories_v2", "adversarial_memories_v3")
+    ),
+)
 THROUGHPUT = RESULTS / "audit_throughput.json"
 THROUGHPUT_NO_RATIONALE = RESULTS / "audit_throughput_no_rationale.json"
 TARGETS = {"f1": 0.9, "domain": 0.85, "benevolent": 0.8, "fp_hard": 0.10, "evasion": 0.10,
@@ -193,8 +203,8 @@ def main() -> int:
         "Rerun: `python benchmarks/perf/auditor_report.py` (reads the committed results only).",
         "",
     ]
-    lines += targets_lines(runs.get((*HEADLINE, "auditor_eval_v2")), _read(ADVERSARIAL[2][1]),
-                           _read(THROUGHPUT), _read(ADVERSARIAL[3][1]))  # fmt: skip
+    lines += targets_lines(runs.get((*HEADLINE, "auditor_eval_v2")), _read(ADV_V2),
+                           _read(THROUGHPUT), _read(ADV_V3))  # fmt: skip
     lines += ["## Auditor evaluation, test splits (95% intervals)", "", HEADER]
     for model in MODELS:
         for pipeline in (False, True):

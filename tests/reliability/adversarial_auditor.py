@@ -85,6 +85,11 @@ class AdversarialSet(BaseModel):
         return next(b for b in self.bases if b.id == base_id)
 
 
+def _sibling(out: Path, ext: str) -> Path:
+    """``out`` plus an extension; not ``with_suffix``: a model name has a dot (qwen2.5-0.5b)."""
+    return out.parent / f"{out.name}{ext}"
+
+
 def load_set(version: str = SET_VERSION) -> AdversarialSet:
     """Load and validate a versioned adversarial memory set."""
     path = data_dir("adversarial") / f"{version}.json"
@@ -274,11 +279,11 @@ def render_markdown(meta: dict[str, Any], data: AdversarialSet, judged: dict[str
 
 def rerender(out: Path) -> None:
     """Rewrite ``<out>.md`` from ``<out>.json`` (after a change to the report, no model calls)."""
-    result = json.loads(out.with_suffix(".json").read_text())
+    result = json.loads(_sibling(out, ".json").read_text())
     data = load_set(result["meta"]["set"])
     judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
     summary = summarize(data, judged)
-    out.with_suffix(".md").write_text(render_markdown(result["meta"], data, judged, summary))
+    _sibling(out, ".md").write_text(render_markdown(result["meta"], data, judged, summary))
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -339,11 +344,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-        out.with_suffix(".md").write_text(render_markdown(meta, data, judged, summary))
+        _sibling(out, ".json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+        _sibling(out, ".md").write_text(render_markdown(meta, data, judged, summary))
         if checkpoint is not None:
             checkpoint.unlink(missing_ok=True)
-        print(f"wrote {out.with_suffix('.md')} and .json", file=sys.stderr)
+        print(f"wrote {_sibling(out, '.md')} and .json", file=sys.stderr)
     return result
 
 
