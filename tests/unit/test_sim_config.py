@@ -123,6 +123,22 @@ def test_version_2_samples_whole_contexts_and_uses_the_proxys_auditor_prompt() -
     assert parse_policy(build_policy(told, "mem0")).audit.auditor_prompt == "auditor_v1"
 
 
+def test_runs_audit_with_the_proxys_default_pipeline_unless_told() -> None:
+    # The default local auditor is the two judges' pipeline, not the LLM alone.
+    from dmt_proxy.policy import load_policy
+
+    config = parse_config({})
+    assert config.audit.first_stage == load_policy().audit.first_stage == "embedding"
+    assert parse_policy(build_policy(config, "mem0")).audit.first_stage == "embedding"
+    alone = parse_config({"audit": {"first_stage": "off"}})
+    assert parse_policy(build_policy(alone, "mem0")).audit.first_stage == "off"
+    assert alone.digest() != config.digest()
+    # A version-1 config meant the LLM alone, and its digest leaves the field out.
+    old = parse_config({"version": 1})
+    assert old.audit.first_stage == "off"
+    assert parse_policy(build_policy(old, "mem0")).audit.first_stage == "off"
+
+
 def test_version_1_configs_keep_their_meaning_and_their_digest() -> None:
     old = parse_config({"version": 1, "dib": {"sample": 60}})
     assert old.dib.sampling == "dib-sample-v1" and old.audit.prompt == "auditor_v1"

@@ -9,10 +9,10 @@ Checkpoints are t = 0, Δt, 2Δt, ... and always T. "t=80-equivalent" is the
 checkpoint nearest to 0.8·T (later one on a tie): t=80 for the paper's T=100.
 
 Config ``version: 2`` (the default) samples DIB by whole contexts, at least two per
-domain (``dib-sample-v2``), and uses the proxy's default auditor prompt. A
-``version: 1`` file keeps what it meant when it was written: ``dib-sample-v1`` and
-``auditor_v1`` unless it says otherwise, and the same digest, so runs started from
-it still resume.
+domain (``dib-sample-v2``), and audits as the proxy does by default (its auditor
+prompt and its first stage). A ``version: 1`` file keeps what it meant when it was
+written: ``dib-sample-v1``, ``auditor_v1`` and no first stage unless it says
+otherwise, and the same digest, so runs started from it still resume.
 """
 
 from __future__ import annotations
@@ -176,6 +176,14 @@ def default_auditor_prompt() -> str:
     return load_policy().audit.auditor_prompt
 
 
+FirstStage = Literal["off", "embedding"]
+
+
+def default_first_stage() -> FirstStage:
+    """The first judge of the proxy's default policy (``policies/default.yaml``)."""
+    return "embedding" if load_policy().audit.first_stage == "embedding" else "off"
+
+
 class AgentConfig(BaseModel):
     """How the agent is asked each day, and how much memory it sees."""
 
@@ -196,6 +204,9 @@ class AuditConfig(BaseModel):
     """Default: the proxy's own default (``policies/default.yaml``), resolved when the
     config is read so the run records (and its digest covers) the prompt it used."""
     timeout_s: float = Field(default=600.0, gt=0)
+    first_stage: FirstStage = Field(default_factory=default_first_stage)
+    """The first judge before the LLM (``embedding``: the two judges' pipeline). Default:
+    the proxy's own default, resolved when the config is read, like ``prompt``."""
 
 
 class ExecutionConfig(BaseModel):
@@ -264,6 +275,7 @@ class SimConfig(BaseModel):
         dib.setdefault("sampling", SAMPLING_V1)
         audit = dict(data.get("audit") or {})
         audit.setdefault("prompt", LEGACY_AUDITOR_PROMPT)
+        audit.setdefault("first_stage", "off")
         return {**data, "dib": dib, "audit": audit}
 
     @model_validator(mode="after")
@@ -338,6 +350,7 @@ _ADDED_AFTER_V1: tuple[tuple[str | None, str, Any], ...] = (
     ("dib", "sampling", SAMPLING_V1),
     ("dib", "contexts_per_domain", None),
     (None, "backend_options", {}),
+    ("audit", "first_stage", "off"),
 )
 """(section, field, the value that reproduces version 1) of fields added after it."""
 

@@ -78,6 +78,7 @@ def run_policy(
             "auditor_model": request_model(models.auditor, AUDITOR_ALIAS),
             "auditor_prompt": audit.prompt,
             "timeout_s": audit.timeout_s,
+            "first_stage": audit.first_stage,
         },
     }
     if aliases:
