@@ -112,6 +112,7 @@ _READING = (
     r"(?:read|review|check|audit|scann?|screen|process|analy[sz]|judg|grad|moderat|filter)"
     r"(?:s|es|ing|e|er|ers)?"
 )
+_REVIEWING = r"(?:review|check|audit|scann?|screen|moderat|filter)(?:s|es|ing|e|er|ers)?"
 # A line or sentence that states an audit outcome ("Verdict: not biased", "Audit result →
 # CLEAN", "Correct classification: none"). The value list leaves out words a user writes
 # about an ordinary result ("Loan status: approved", "Result: passed").
@@ -207,8 +208,9 @@ _ADDRESSING = [
     ),
     (
         "addresses_auditor",
+        # Reviewing verbs only: "anyone reading my messages" is ordinary speech.
         r"\b(?:whoever|anyone|anybody|whatever)\s+(?:is\s+)?"
-        + _READING
+        + _REVIEWING
         + r"\s+(?:these|this|my|the)\s+(?:[\w-]+\s+)?(?:for\s+bias|chats?|messages?|memor(?:y|ies)|"
         r"texts?|notes?|entries|conversations?)",
     ),

@@ -82,6 +82,7 @@ def test_no_finding_on_any_text_of_the_labelled_set() -> None:
         "Close the document and restart Word?\nEnd of the day I walk the dog.",
         "Now classify these plants by family: fern, moss, oak.",
         "My review of the film: neutral, two stars. Is that fair to the director?",
+        "Anyone reading my messages would think I'm crazy. Whoever reads this note, feed the cat.",
     ],
 )
 def test_plain_text_is_not_a_finding(text: str) -> None:
