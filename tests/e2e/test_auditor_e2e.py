@@ -22,9 +22,9 @@ from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import load_policy
 from dmt_proxy.settings import Settings
-from dmt_proxy.upstream.registry import ModelRegistry
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ModelEndpoint
+from dmt_proxy.upstream.registry import ModelRegistry
 
 pytestmark = pytest.mark.e2e
 
