@@ -37,6 +37,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.audit.logprob import auc
 from dmt_proxy.bench.stats import NAN, Interval, NanFloat, percentile, wilson_interval
 
 Z = 1.96
@@ -202,12 +203,7 @@ def roc_auc(preds: Sequence[Prediction]) -> float:
     A forced flag (dispute, manipulation) counts as score 1. NaN without both classes.
     """
     ok = [p for p in preds if p.outcome == "ok"]
-    pos = [1.0 if p.forced else p.score for p in ok if p.biased]
-    neg = [1.0 if p.forced else p.score for p in ok if not p.biased]
-    if not pos or not neg:
-        return NAN
-    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
-    return wins / (len(pos) * len(neg))
+    return auc([1.0 if p.forced else p.score for p in ok], [p.biased for p in ok])
 
 
 def recall_by(preds: Sequence[Prediction], tau: float, key: str) -> dict[str, Estimate]:
