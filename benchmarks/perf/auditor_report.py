@@ -24,21 +24,28 @@ MODELS = ("smollm2", "qwen2.5-0.5b", "qwen2.5-1.5b")
 HEADLINE = ("qwen2.5-1.5b", "auditor_v3", "logprob", True)
 
 
+def _finite(x: Any) -> float | None:
+    """``x`` as a float, or None for a missing or NaN value (read "n/a")."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _value(e: dict[str, Any] | None) -> float | None:
+    return _finite((e or {}).get("value"))
+
+
 def _est(e: dict[str, Any] | None) -> str:
-    if (
-        not e
-        or e.get("value") is None
-        or (isinstance(e["value"], float) and math.isnan(e["value"]))
-    ):
+    value = _value(e)
+    if value is None:
         return "n/a"
-    ci = e.get("ci") or {}
+    ci = (e or {}).get("ci") or {}
     lo, hi = ci.get("low"), ci.get("high")
     span = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-    return f"{e['value']:.2f}{span}"
+    return f"{value:.2f}{span}"
 
 
 def _num(x: Any, digits: int = 2) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+    value = _finite(x)
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def load_runs() -> dict[tuple[str, str, str, bool, str], dict[str, Any]]:
@@ -150,11 +157,6 @@ def throughput_lines() -> list[str]:
                   f"{doc['llm_latency_p95_s']} s ([report]({path.with_suffix('.md').name})).",
                   ""]  # fmt: skip
     return lines
-
-
-def _value(e: dict[str, Any] | None) -> float | None:
-    v = (e or {}).get("value")
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
 def targets_lines(
