@@ -27,10 +27,11 @@ from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
     from dmt_proxy.audit.auditor import Auditor
-    from dmt_proxy.audit.first_stage import EmbeddingFirstStage
+    from dmt_proxy.audit.first_stage import EmbeddingFirstStage, FirstStageDecision
     from dmt_proxy.audit.logprob import JudgeFusion
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import Policy
+    from dmt_proxy.tags import Finding
     from dmt_proxy.upstream.base import ChatModel
     from dmt_proxy.upstream.registry import ModelRegistry
 
@@ -79,16 +80,25 @@ class StagedAuditor:
             decision = await self.first_stage.decide(staged)
             opinion = decision.opinion(self.first_stage.method)
             if not decision.send_to_auditor and not normalized.manipulation:
-                verdict = AuditVerdict.clean(
-                    rationale=f"first stage ({self.first_stage.method}): score "
-                    f"{decision.score.score:.2f} < {decision.threshold:.2f}",
-                    auditor=FIRST_STAGE_LABEL,
-                )
-                return verdict.model_copy(update={"findings": findings, "first_stage": opinion})
+                return skipped_by_first_stage(decision, self.first_stage.method, findings)
         verdict = await self.auditor.audit(staged)
         update = {"findings": verdict.findings + findings, "first_stage": opinion}
         verdict = verdict.model_copy(update=update)
         return fuse(verdict, self.fusion, self.tau_floor) if self.fusion else verdict
+
+
+def skipped_by_first_stage(
+    decision: FirstStageDecision, method: str, findings: tuple[Finding, ...]
+) -> AuditVerdict:
+    """The clean verdict of a memory the first stage decided alone, without an LLM call."""
+    verdict = AuditVerdict.clean(
+        rationale=f"first stage ({method}): score {decision.score.score:.2f} < "
+        f"{decision.threshold:.2f}",
+        auditor=FIRST_STAGE_LABEL,
+    )
+    return verdict.model_copy(
+        update={"findings": findings, "first_stage": decision.opinion(method)}
+    )
 
 
 def fuse(verdict: AuditVerdict, fusion: JudgeFusion, tau_floor: float) -> AuditVerdict:

@@ -28,7 +28,7 @@ from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, EmbeddingFirstStage,
 from dmt_proxy.audit.logprob import JudgeFusion, calibration_key, load_calibration
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
 from dmt_proxy.audit.schema import AuditVerdict
-from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, FIRST_STAGE_LABEL, fuse
+from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, fuse, skipped_by_first_stage
 from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import summarize
 from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
@@ -56,10 +56,7 @@ def replay(
             replayed.append(result)
             continue
         if not opinion_decision.send_to_auditor and not verdict.manipulation:
-            skipped = AuditVerdict.clean(
-                rationale=f"first stage ({stage.method}): score {score.score:.2f} < "
-                f"{stage.threshold:.2f}", auditor=FIRST_STAGE_LABEL,
-            ).model_copy(update={"findings": verdict.findings, "first_stage": opinion})  # fmt: skip
+            skipped = skipped_by_first_stage(opinion_decision, stage.method, verdict.findings)
             replayed.append(result.model_copy(update={"verdict": skipped, "latency_s": 0.0}))
         else:
             judged = verdict.model_copy(update={"first_stage": opinion})
