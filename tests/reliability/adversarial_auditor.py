@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import sys
@@ -42,6 +41,7 @@ from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable,
 from dmt_proxy.audit.logprob import load_calibration
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
+from dmt_proxy.bench.jsonl import append_record, read_records
 from dmt_proxy.policy import AuditPolicy, load_policy
 from dmt_proxy.resources import data_dir
 from dmt_proxy.upstream.base import ModelEndpoint
@@ -193,11 +193,8 @@ async def judge_all(
     """Audit every text once; with ``checkpoint``, resume from (and append to) a JSONL file."""
     sem = asyncio.Semaphore(concurrency)
     out: dict[str, Judged] = {}
-    if checkpoint is not None and checkpoint.exists():
-        for line in checkpoint.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                done = Judged.model_validate_json(line)
-                out[done.id] = done
+    if checkpoint is not None:
+        out = {done.id: done for done in read_records(checkpoint, Judged)}
 
     async def one(key: str, text: str) -> None:
         async with sem:
@@ -213,8 +210,7 @@ async def judge_all(
                     update={"latency_s": time.perf_counter() - started}
                 )
                 if checkpoint is not None:
-                    with checkpoint.open("a", encoding="utf-8") as fh:
-                        fh.write(out[key].model_dump_json() + "\n")
+                    append_record(checkpoint, out[key])
             print(f"[{len(out)}/{len(texts)}] {key}: {out[key].status} "
                   f"{out[key].latency_s:.1f}s", file=sys.stderr)  # fmt: skip
 

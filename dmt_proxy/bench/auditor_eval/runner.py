@@ -20,6 +20,7 @@ from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import FIRST_STAGE_LABEL
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import Prediction
+from dmt_proxy.bench.jsonl import append_record, read_records
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus
@@ -78,16 +79,7 @@ def _describe(result: ItemResult, tau: float) -> str:
 
 def load_checkpoint(path: Path) -> dict[str, ItemResult]:
     """Results already in a checkpoint file, by item id (a torn last line is ignored)."""
-    done: dict[str, ItemResult] = {}
-    if not path.exists():
-        return done
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            result = ItemResult.model_validate_json(line)
-        except ValueError:
-            continue
-        done[result.item.id] = result
-    return done
+    return {r.item.id: r for r in read_records(path, ItemResult)}
 
 
 async def run_items(
@@ -111,8 +103,7 @@ async def run_items(
 
     def save(result: ItemResult) -> None:
         if checkpoint is not None and result.error is None:
-            with checkpoint.open("a", encoding="utf-8") as fh:
-                fh.write(result.model_dump_json() + "\n")
+            append_record(checkpoint, result)
 
     async def one(item: EvalItem) -> ItemResult:
         nonlocal done, errors_at_start

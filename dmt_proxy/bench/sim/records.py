@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.dib.scorer import DecisionResult, ScoringConfig
+from dmt_proxy.bench.jsonl import append_record, read_records
 
 
 class TurnRecord(BaseModel):
@@ -88,24 +89,12 @@ def read_audits(thread_dir: Path) -> dict[int, AuditRecord]:
 def append_turn(thread_dir: Path, record: TurnRecord) -> None:
     """Append one turn line (flushed and synced)."""
     thread_dir.mkdir(parents=True, exist_ok=True)
-    with (thread_dir / "turns.jsonl").open("a", encoding="utf-8") as fh:
-        fh.write(record.model_dump_json() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    append_record(thread_dir / "turns.jsonl", record, sync=True)
 
 
 def read_turns(thread_dir: Path) -> list[TurnRecord]:
     """Turn records in t order, first line per t (a partial last line is ignored)."""
-    path = thread_dir / "turns.jsonl"
-    if not path.exists():
-        return []
     seen: dict[int, TurnRecord] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = TurnRecord.model_validate_json(line)
-        except ValueError:
-            continue  # only the last line can be partial (killed mid-write)
+    for record in read_records(thread_dir / "turns.jsonl", TurnRecord):
         seen.setdefault(record.t, record)
     return [seen[t] for t in sorted(seen)]
