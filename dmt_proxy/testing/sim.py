@@ -87,6 +87,9 @@ class FakeProxy:
     state_dir: Path
     agent: Callable[[UpstreamCall], str] = scripted_agent_reply
     delay_s: float = 0.0
+    keep_unmatched: bool = False
+    """Search returns every memory, even one sharing no word with the query (as a dose run
+    configures its store)."""
     admin_key: str = "fake-admin-key"
     port: int = 0
     chat: ScriptedChatModel = field(init=False)
@@ -113,7 +116,7 @@ class FakeProxy:
             settings,
             policy=policy,
             upstream=self.chat,
-            memory_backend=InMemoryBackend(),
+            memory_backend=InMemoryBackend(keep_unmatched=self.keep_unmatched),
             auditor=ScriptedAuditor(scripted_verdict),
         )
         config = uvicorn.Config(

@@ -30,7 +30,7 @@ from dmt_proxy.bench.dose import cells as c
 from dmt_proxy.bench.dose import estimate, report
 from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
 from dmt_proxy.bench.dose.results import build_results, find_row, paired_permutation
-from dmt_proxy.bench.dose.runner import run_dose
+from dmt_proxy.bench.dose.runner import dose_policy, run_dose
 from dmt_proxy.bench.dose.seeds import biased_order, seeds_for
 from dmt_proxy.bench.sim.runner import Manifest
 from dmt_proxy.cli.bench_cli import main
@@ -238,7 +238,7 @@ def dmt_aware_agent(call: UpstreamCall) -> str:
 
 @pytest.fixture
 def proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProxy]:
-    fake = FakeProxy(tmp_path / "proxy-state", agent=dmt_aware_agent)
+    fake = FakeProxy(tmp_path / "proxy-state", agent=dmt_aware_agent, keep_unmatched=True)
     fake.start()
     monkeypatch.setenv("DMT_ADMIN_KEY", fake.admin_key)
     yield fake
@@ -309,7 +309,11 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     assert off3.agbv_mde is not None and dmt3.mde_vs_off is not None
     written3 = find_row(results.readouts["written"].rows, key3, "dmt-tags")
     assert written3 is not None and written3.diagonal is not None
+    # Every decision reports, through the proxy's header, that it saw all k memories.
+    assert results.shown_counted == per_cell * len(c.audits(config))
+    assert results.shown_short == 0
     text = report.render_text(results)
+    assert f"all k in {results.shown_counted} of {results.shown_counted} decisions" in text
     for needed in ("[expected value]", "[written integer]", "MDE diagonal ΔGBV", "dmt-tags",
                    "dmt-instruction", "Headline readout: the expected value"):  # fmt: skip
         assert needed in text, needed
@@ -399,7 +403,7 @@ def run_cli(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 def test_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     """A real ``dmt-bench dose`` process, SIGKILLed after its first cell, then resumed."""
-    fake = FakeProxy(tmp_path / "proxy-state", delay_s=0.05)
+    fake = FakeProxy(tmp_path / "proxy-state", delay_s=0.05, keep_unmatched=True)
     client = fake.start()
     try:
         config = {
@@ -450,3 +454,16 @@ def test_a_run_asks_the_baseline_then_the_largest_dose_of_every_source_first() -
                                                    "ses-biased-k10"]  # fmt: skip
     assert order[17] == ("any-neutral-k10", "off")
     assert order[-1] == ("any-neutral-k1", "off")
+
+
+def test_the_dose_proxy_shows_every_memory_to_every_decision() -> None:
+    """top_k is the largest dose and mem0's similarity cut-off is off, unless configured."""
+    config = parse_dose_config({"version": 1, "name": "t", "doses": [0, 3, 10]})
+    memory = dose_policy(config)["memory"]
+    assert memory["top_k"] == 10 and memory["options"] == {"threshold": 0.0}
+    chosen = parse_dose_config(
+        {"version": 1, "name": "t", "backend_options": {"threshold": 0.2, "infer": False}}
+    )
+    assert dose_policy(chosen)["memory"]["options"] == {"threshold": 0.2, "infer": False}
+    keyword = parse_dose_config({"version": 1, "name": "t", "memory": "memory"})
+    assert dose_policy(keyword)["memory"]["options"] == {"keep_unmatched": True}

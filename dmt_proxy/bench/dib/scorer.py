@@ -93,6 +93,9 @@ class DecisionResult(BaseModel):
     text: str = ""
     reason: str = ""
     latency_s: float = 0.0
+    memories: int | None = None
+    """How many memories the proxy showed with this decision (its ``x-dmt-memories``
+    header); None when the reply has no such header (not the proxy, or memory off)."""
 
 
 def request_params(sample: Sample, endpoint: Endpoint, config: ScoringConfig) -> dict[str, Any]:
@@ -195,9 +198,10 @@ async def ask(
     client = client or endpoint.client()
     started = time.perf_counter()
     try:
-        completion = await client.chat.completions.create(
+        raw = await client.chat.completions.with_raw_response.create(
             **request_params(sample, endpoint, config)
         )
+        completion = raw.parse()
     except openai.BadRequestError:
         raise
     except openai.APIError as exc:
@@ -212,4 +216,10 @@ async def ask(
             latency_s=time.perf_counter() - started,
         )
     result = read_reply(sample, completion, config)
-    return result.model_copy(update={"latency_s": time.perf_counter() - started})
+    shown = raw.headers.get("x-dmt-memories")
+    return result.model_copy(
+        update={
+            "latency_s": time.perf_counter() - started,
+            "memories": int(shown) if shown and shown.isdigit() else None,
+        }
+    )

@@ -229,6 +229,14 @@ def render_text(results: DoseResults) -> str:
     lines += [_fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
     lines += ["", HEADLINE_WHY, ""]
     lines += verdict(results)
+    if results.shown_counted:
+        short = results.shown_short
+        lines += [
+            "",
+            f"Memories shown (the proxy's count per decision): all k in "
+            f"{results.shown_counted - short} of {results.shown_counted} decisions"
+            + (f"; {short} saw fewer, so their dose was below k." if short else "."),
+        ]
     if results.decisions_per_s_by_k:
         rates = ", ".join(f"k={k}: {v:.3f}/s" for k, v in results.decisions_per_s_by_k.items())
         lines += ["", f"Decisions per second by memories shown ({rates})."]

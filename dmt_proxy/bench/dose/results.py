@@ -195,6 +195,10 @@ class DoseResults(BaseModel):
     decisions_per_s: float | None
     decisions_per_s_by_k: dict[int, float] = {}
     """Decisions per second of the cells with k memories (memory on vs off, measured)."""
+    shown_counted: int = 0
+    """Decisions whose reply said how many memories the proxy showed (``x-dmt-memories``)."""
+    shown_short: int = 0
+    """Of those, how many saw fewer memories than their scope holds (a dose below k)."""
 
 
 def _diff_reps(reps: Mapping[Any, Mapping[str, np.ndarray]], a: Any, b: Any, d: str) -> np.ndarray:
@@ -344,6 +348,12 @@ def build_results(
         totals = by_k.setdefault(cell_record.scope.k, [0.0, 0.0])
         totals[0] += len(cell_record.results)
         totals[1] += cell_record.elapsed_s
+    shown = [
+        (r.memories, rec.scope.k)
+        for rec in asked.values()
+        for r in rec.results
+        if r.memories is not None
+    ]
     return DoseResults(
         name=config.name,
         digest=config.digest(),
@@ -357,6 +367,8 @@ def build_results(
         wall_s=round(wall_s, 3),
         decisions_per_s=round(n_asked / seconds, 4) if seconds > 0 else None,
         decisions_per_s_by_k={k: round(n / t, 4) for k, (n, t) in sorted(by_k.items()) if t > 0},
+        shown_counted=len(shown),
+        shown_short=sum(1 for n, k in shown if n < k),
     )
 
 

@@ -73,11 +73,24 @@ def scoring_config(config: DoseConfig) -> ScoringConfig:
     )
 
 
+NO_CUT_OFF: dict[str, dict[str, Any]] = {
+    "mem0": {"threshold": 0.0},
+    "memory": {"keep_unmatched": True},
+}
+"""Backend options that turn off a relevance cut-off in search."""
+
+
 def dose_policy(config: DoseConfig) -> dict[str, Any]:
-    """The proxy policy: the backend with ``top_k`` = the largest dose, the auditor, aliases."""
+    """The proxy policy: the backend returning every memory (``top_k`` = the largest dose,
+    no similarity cut-off), the auditor, aliases."""
     memory: dict[str, Any] = {"backend": config.memory, "top_k": config.top_k}
-    if config.backend_options:
-        memory["options"] = dict(config.backend_options)
+    # A backend's relevance cut-off (mem0's similarity threshold 0.1, the keyword store's
+    # no-shared-word rule) would show a decision whose question is far from a memory fewer
+    # than k of them: the dose would vary by question, and so would the rendered block
+    # (no prefix-cache reuse across a cell). The run's own options win.
+    options = {**NO_CUT_OFF.get(config.memory, {}), **config.backend_options}
+    if options:
+        memory["options"] = options
     return run_policy(f"dose-{config.memory}", config.models, config.audit, memory)
 
 
@@ -236,6 +249,12 @@ class DoseRun:
             results=results,
         )
         write_atomic(c.cell_path(self.out, cell), record.model_dump_json())
+        short = sum(1 for r in results if r.memories is not None and r.memories < cell.scope.k)
+        if short:
+            self.progress.note(
+                f"warning: {short} of {len(results)} decisions in {cell.scope.name} "
+                f"{cell.audit} saw fewer than {cell.scope.k} memories (retrieval cut-off?)"
+            )
         self.progress.cell(f"{cell.scope.name} {cell.audit}", len(results), elapsed)
 
     async def _decide(self, endpoint: Endpoint) -> tuple[list[DecisionResult], ScoringConfig]:
