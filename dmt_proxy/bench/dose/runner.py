@@ -87,7 +87,9 @@ def dose_policy(config: DoseConfig) -> dict[str, Any]:
     # A backend's relevance cut-off (mem0's similarity threshold 0.1, the keyword store's
     # no-shared-word rule) would show a decision whose question is far from a memory fewer
     # than k of them: the dose would vary by question, and so would the rendered block
-    # (no prefix-cache reuse across a cell). The run's own options win.
+    # (no prefix-cache reuse across a cell). mem0 cannot go below 0, so a memory whose
+    # cosine with the question is negative is still left out: each decision records how
+    # many it saw, and the report counts those below k. The run's own options win.
     options = {**NO_CUT_OFF.get(config.memory, {}), **config.backend_options}
     if options:
         memory["options"] = options
@@ -253,7 +255,7 @@ class DoseRun:
         if short:
             self.progress.note(
                 f"warning: {short} of {len(results)} decisions in {cell.scope.name} "
-                f"{cell.audit} saw fewer than {cell.scope.k} memories (retrieval cut-off?)"
+                f"{cell.audit} saw fewer than {cell.scope.k} memories (the store's relevance cut-off)"
             )
         self.progress.cell(f"{cell.scope.name} {cell.audit}", len(results), elapsed)
 
