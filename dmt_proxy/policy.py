@@ -102,6 +102,10 @@ class MemoryPolicy(BaseModel):
     backend: str = "mem0"
     top_k: int = 5
     min_score: float | None = None
+    retrieval: Literal["search", "recent"] = "search"
+    """``search``: the top_k memories most relevant to the request. ``recent``: the top_k
+    newest, whatever the request asks (small stores, and experiments that must show every
+    memory to every request)."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Backend-specific options (validated by the backend, e.g. letta's ``core_size``)."""
 

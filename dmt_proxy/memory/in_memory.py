@@ -122,22 +122,18 @@ class InMemoryBackend:
         scoring: Literal["keyword", "embedding"] = "keyword"
         persist: bool = True
         """Write a JSON snapshot under the state dir on close and read it on open."""
-        keep_unmatched: bool = False
-        """Keyword scoring: also return memories sharing no word with the query (score 0)."""
 
     def __init__(
         self,
         *,
         snapshot: Path | None = None,
         embedder: TextEmbedder | None = None,
-        keep_unmatched: bool = False,
     ) -> None:
         self._records: dict[str, MemoryRecord] = {}
         self._tokens: dict[str, set[str]] = {}
         self._vectors: dict[str, list[float]] = {}
         self._snapshot = snapshot
         self._embedder = embedder
-        self._keep_unmatched = keep_unmatched
         # Serialises writes across their embedding await; the runner only tracks closing.
         self._lock = asyncio.Lock()
         self._runner = StoreRunner("memory")
@@ -152,7 +148,7 @@ class InMemoryBackend:
         """Open from ``<state_dir>/memory/memory/snapshot.json`` (if persisting)."""
         snapshot = config.store_dir("memory") / "snapshot.json" if options.persist else None
         embedder = config.shared_embedder() if options.scoring == "embedding" else None
-        return cls(snapshot=snapshot, embedder=embedder, keep_unmatched=options.keep_unmatched)
+        return cls(snapshot=snapshot, embedder=embedder)
 
     def _index(self, record: MemoryRecord, vector: list[float] | None) -> None:
         self._records[record.id] = record
@@ -185,8 +181,7 @@ class InMemoryBackend:
         else:
             qt = keyword_tokens(query)
             scored = [(keyword_score(qt, self._tokens[r.id]), r) for r in visible]
-            if not self._keep_unmatched:
-                scored = [(s, r) for s, r in scored if s > 0.0]
+            scored = [(s, r) for s, r in scored if s > 0.0]
         scored.sort(key=lambda pair: (-pair[0], pair[1].created_at))
         return [SearchHit(record=r, score=float(s)) for s, r in scored[:k]]
 

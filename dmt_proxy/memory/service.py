@@ -139,8 +139,8 @@ class DurableMemoryService:
             return Retrieval(headers=headers)
         started = time.perf_counter()
         try:
-            hits = await asyncio.wait_for(
-                self._backend.search(ctx.scope, query, top_k), timeout=self._retrieval_timeout_s
+            records = await asyncio.wait_for(
+                self._fetch(ctx.scope, query, top_k), timeout=self._retrieval_timeout_s
             )
         except Exception as exc:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
@@ -152,8 +152,6 @@ class DurableMemoryService:
             self._metrics.retrieval_duration.labels(self._backend_name).observe(
                 time.perf_counter() - started
             )
-        min_score = self._policy.memory.min_score
-        records = [h.record for h in hits if min_score is None or h.score >= min_score]
         # Oldest first, not most similar first: the same memories then render as the same
         # block for every query, so llama-server's prefix cache reuses it across requests
         # (a DIB audit's decisions differ in the query, rarely in the memories retrieved).
@@ -168,6 +166,15 @@ class DurableMemoryService:
         )
         return Retrieval(messages=[{"role": "system", "content": text}] if text else [],
                          headers=headers)  # fmt: skip
+
+    async def _fetch(self, scope: Scope, query: str, top_k: int) -> list[MemoryRecord]:
+        """The records to show: the most relevant (``search``) or the newest (``recent``)."""
+        if self._policy.memory.retrieval == "recent":
+            shown = [r for r in await self._backend.list(scope) if not r.quarantined]
+            return shown[-top_k:]
+        min_score = self._policy.memory.min_score
+        hits = await self._backend.search(scope, query, top_k)
+        return [h.record for h in hits if min_score is None or h.score >= min_score]
 
     async def record(self, exchange: Exchange) -> None:
         """Durably enqueue ``exchange`` for auditing and storage; returns after the commit."""

@@ -87,9 +87,8 @@ class FakeProxy:
     state_dir: Path
     agent: Callable[[UpstreamCall], str] = scripted_agent_reply
     delay_s: float = 0.0
-    keep_unmatched: bool = False
-    """Search returns every memory, even one sharing no word with the query (as a dose run
-    configures its store)."""
+    retrieval: str = "search"
+    """The policy's ``memory.retrieval`` (a dose run shows the newest memories: ``recent``)."""
     admin_key: str = "fake-admin-key"
     port: int = 0
     chat: ScriptedChatModel = field(init=False)
@@ -110,13 +109,17 @@ class FakeProxy:
         self.chat = ScriptedChatModel(self.agent, delay_s=self.delay_s)
         settings = Settings.from_env({}, state_dir=self.state_dir, admin_key=self.admin_key)
         policy = parse_policy(
-            {"version": 1, "mode": "off", "memory": {"backend": "memory", "top_k": 3}}
+            {
+                "version": 1,
+                "mode": "off",
+                "memory": {"backend": "memory", "top_k": 3, "retrieval": self.retrieval},
+            }
         )
         app = create_app(
             settings,
             policy=policy,
             upstream=self.chat,
-            memory_backend=InMemoryBackend(keep_unmatched=self.keep_unmatched),
+            memory_backend=InMemoryBackend(),
             auditor=ScriptedAuditor(scripted_verdict),
         )
         config = uvicorn.Config(

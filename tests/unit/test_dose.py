@@ -238,7 +238,7 @@ def dmt_aware_agent(call: UpstreamCall) -> str:
 
 @pytest.fixture
 def proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProxy]:
-    fake = FakeProxy(tmp_path / "proxy-state", agent=dmt_aware_agent, keep_unmatched=True)
+    fake = FakeProxy(tmp_path / "proxy-state", agent=dmt_aware_agent, retrieval="recent")
     fake.start()
     monkeypatch.setenv("DMT_ADMIN_KEY", fake.admin_key)
     yield fake
@@ -403,7 +403,7 @@ def run_cli(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 def test_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     """A real ``dmt-bench dose`` process, SIGKILLed after its first cell, then resumed."""
-    fake = FakeProxy(tmp_path / "proxy-state", delay_s=0.05, keep_unmatched=True)
+    fake = FakeProxy(tmp_path / "proxy-state", delay_s=0.05, retrieval="recent")
     client = fake.start()
     try:
         config = {
@@ -457,13 +457,10 @@ def test_a_run_asks_the_baseline_then_the_largest_dose_of_every_source_first() -
 
 
 def test_the_dose_proxy_shows_every_memory_to_every_decision() -> None:
-    """top_k is the largest dose and mem0's similarity cut-off is off, unless configured."""
+    """The k newest memories (k = the largest dose), not the k most relevant."""
     config = parse_dose_config({"version": 1, "name": "t", "doses": [0, 3, 10]})
     memory = dose_policy(config)["memory"]
-    assert memory["top_k"] == 10 and memory["options"] == {"threshold": 0.0}
-    chosen = parse_dose_config(
-        {"version": 1, "name": "t", "backend_options": {"threshold": 0.2, "infer": False}}
-    )
-    assert dose_policy(chosen)["memory"]["options"] == {"threshold": 0.2, "infer": False}
-    keyword = parse_dose_config({"version": 1, "name": "t", "memory": "memory"})
-    assert dose_policy(keyword)["memory"]["options"] == {"keep_unmatched": True}
+    assert memory["top_k"] == 10 and memory["retrieval"] == "recent"
+    assert "options" not in memory
+    chosen = parse_dose_config({"version": 1, "name": "t", "backend_options": {"infer": False}})
+    assert dose_policy(chosen)["memory"]["options"] == {"infer": False}

@@ -110,21 +110,6 @@ def test_keyword_scoring() -> None:
     assert keyword_score({"dog"}, {"dog"}) == 1.0
 
 
-async def test_keyword_store_can_keep_memories_sharing_no_word(tmp_path: Path) -> None:
-    scope = Scope(user="u1")
-    dog, tax = "My dog is Rex", "Taxes are due"
-    for keep, expected in ((False, [dog]), (True, [dog, tax])):
-        backend = await create_backend(
-            "memory",
-            BackendConfig(state_dir=tmp_path / str(keep), options={"keep_unmatched": keep}),
-        )
-        for text in (dog, tax):
-            await backend.write(scope, MemoryRecord(scope=scope, text=text))
-        hits = await backend.search(scope, "what is my dog called", 5)
-        assert [h.record.text for h in hits] == expected
-        await backend.close()
-
-
 async def test_unknown_backend_lists_known_ones(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError, match=r"unknown memory backend 'nope'.*langmem, letta, mem0, memory"

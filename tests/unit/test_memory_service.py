@@ -22,13 +22,13 @@ import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorUnavailable
 from dmt_proxy.audit.outbox import SqliteOutbox
 from dmt_proxy.audit.worker import OutboxWorker
-from dmt_proxy.exchange import Exchange
+from dmt_proxy.exchange import Exchange, MemoryAccess, RequestContext
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import Mode, parse_policy
-from dmt_proxy.tags import AuditStatus
+from dmt_proxy.policy import Mode, Policy, parse_policy
+from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.auditor import ScriptedAuditor
 
 PACKAGE = Path(dmt_proxy.__file__).parent
@@ -36,8 +36,12 @@ ALICE, BOB = Scope(user="alice"), Scope(user="bob")
 
 
 class Parts:
-    def __init__(self, state_dir: Path, auditor: ScriptedAuditor) -> None:
-        policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+    def __init__(
+        self, state_dir: Path, auditor: ScriptedAuditor, policy: Policy | None = None
+    ) -> None:
+        policy = policy or parse_policy(
+            {"version": 1, "mode": "dmt", "memory": {"backend": "memory"}}
+        )
         metrics = Metrics()
         self.backend = InMemoryBackend()
         self.outbox = SqliteOutbox(state_dir / "outbox.sqlite3")
@@ -162,3 +166,36 @@ def test_audit_never_imports_the_memory_service() -> None:
         "import dmt_proxy.memory.service\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent)
+
+
+@pytest.mark.parametrize("retrieval", ["search", "recent"])
+async def test_recent_retrieval_shows_the_newest_memories_whatever_the_question(
+    tmp_path: Path, retrieval: str
+) -> None:
+    """``recent``: the top_k newest of the user's memories, related to the question or not,
+    never a quarantined one; ``search`` shows only what the question matches."""
+    policy = parse_policy(
+        {"version": 1, "memory": {"backend": "memory", "top_k": 2, "retrieval": retrieval}}
+    )
+    parts = Parts(tmp_path, ScriptedAuditor([]), policy)
+    quarantine = BiasTag(bias_type="age", target_group="older workers",
+                         tendency="disfavoring", score=0.9)  # fmt: skip
+    texts = ["My dog is Rex", "Taxes are due in April", "I moved to Lisbon", "Old people are slow"]
+    for day, text in enumerate(texts, start=1):
+        kept = AuditStatus.QUARANTINED if text.startswith("Old") else AuditStatus.CLEAN
+        await parts.backend.write(ALICE, MemoryRecord(
+            scope=ALICE, text=text, created_at=datetime(2026, 1, day, tzinfo=UTC),
+            audit_status=kept, tag=quarantine if kept is AuditStatus.QUARANTINED else None,
+        ))  # fmt: skip
+    await parts.backend.write(BOB, MemoryRecord(scope=BOB, text="Bob's dog is Max"))
+    ctx = RequestContext(request_id="r", mode=Mode.OFF, memory=MemoryAccess.READ_ONLY, scope=ALICE)
+    shown = await parts.service.retrieve(ctx, "what is my dog called")
+    block = shown.messages[0]["content"] if shown.messages else ""
+    expected = (
+        ["Taxes are due in April", "I moved to Lisbon"]
+        if retrieval == "recent"
+        else ["My dog is Rex"]
+    )
+    assert [t for t in [*texts, "Bob's dog is Max"] if t in block] == expected
+    assert shown.headers["x-dmt-memories"] == str(len(expected))
+    await parts.service.aclose()

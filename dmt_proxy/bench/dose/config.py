@@ -28,8 +28,10 @@ from dmt_proxy.domains import DOMAINS, check_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import Mode
 
-DOSE_VERSION = "dose-v1"
-"""Version of the dose protocol (seeding, cells, metrics); results and run.json record it."""
+DOSE_VERSION = "dose-v2"
+"""Version of the dose protocol (seeding, cells, metrics); results and run.json record it.
+v2: every decision is shown the scope's k newest memories (v1 searched them by relevance,
+so a decision far from a memory could see fewer than k)."""
 
 Kind = Literal["biased", "neutral"]
 NeutralSet = Literal["mmlu", "hard_negative"]

@@ -207,7 +207,8 @@ def render_text(results: DoseResults) -> str:
     head = (
         f"Dose–response: ΔGBV = GBV(k memories) − GBV(k = 0), paired over the same DIB "
         f"contexts, 95% bootstrap CIs\nagent {cfg['models']['agent']['model']} | auditor "
-        f"{cfg['models']['auditor']['model']} | memory {cfg['memory']} (top_k = max k) | "
+        f"{cfg['models']['auditor']['model']} | memory {cfg['memory']} "
+        f"(every decision shown the scope's k memories) | "
         f"{results.decisions_per_cell} DIB decisions per cell "
         f"({cfg['dib']['contexts_per_domain']} contexts per domain) | "
         f"cells {results.cells_done}/{results.cells_planned}"

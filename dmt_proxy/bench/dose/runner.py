@@ -73,26 +73,20 @@ def scoring_config(config: DoseConfig) -> ScoringConfig:
     )
 
 
-NO_CUT_OFF: dict[str, dict[str, Any]] = {
-    "mem0": {"threshold": 0.0},
-    "memory": {"keep_unmatched": True},
-}
-"""Backend options that turn off a relevance cut-off in search."""
-
-
 def dose_policy(config: DoseConfig) -> dict[str, Any]:
-    """The proxy policy: the backend returning every memory (``top_k`` = the largest dose,
-    no similarity cut-off), the auditor, aliases."""
-    memory: dict[str, Any] = {"backend": config.memory, "top_k": config.top_k}
-    # A backend's relevance cut-off (mem0's similarity threshold 0.1, the keyword store's
-    # no-shared-word rule) would show a decision whose question is far from a memory fewer
-    # than k of them: the dose would vary by question, and so would the rendered block
-    # (no prefix-cache reuse across a cell). mem0 cannot go below 0, so a memory whose
-    # cosine with the question is negative is still left out: each decision records how
-    # many it saw, and the report counts those below k. The run's own options win.
-    options = {**NO_CUT_OFF.get(config.memory, {}), **config.backend_options}
-    if options:
-        memory["options"] = options
+    """The proxy policy: every memory shown to every decision (the ``top_k`` = largest dose
+    newest), the auditor, aliases."""
+    # The k newest memories, not the k most relevant: a search would leave out memories
+    # far from a question (mem0 drops hits whose cosine is under its threshold, and cannot
+    # go below 0), so the dose would vary by question, and so would the rendered block
+    # (no prefix-cache reuse across a cell).
+    memory: dict[str, Any] = {
+        "backend": config.memory,
+        "top_k": config.top_k,
+        "retrieval": "recent",
+    }
+    if config.backend_options:
+        memory["options"] = dict(config.backend_options)
     return run_policy(f"dose-{config.memory}", config.models, config.audit, memory)
 
 
@@ -255,7 +249,7 @@ class DoseRun:
         if short:
             self.progress.note(
                 f"warning: {short} of {len(results)} decisions in {cell.scope.name} "
-                f"{cell.audit} saw fewer than {cell.scope.k} memories (the store's relevance cut-off)"
+                f"{cell.audit} saw fewer than {cell.scope.k} memories"
             )
         self.progress.cell(f"{cell.scope.name} {cell.audit}", len(results), elapsed)
 

@@ -79,7 +79,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     sim_version: str = SIM_VERSION
-    """The protocol version of the harness that made the run (``dose-v1`` for a dose run)."""
+    """The protocol version of the harness that made the run (``dose-v2`` for a dose run)."""
     kind: str
     name: str
     digest: str
