@@ -192,6 +192,10 @@ def test_paired_permutation_by_hand() -> None:
     perm = paired_permutation(moved, base, n_permutations=500, seed=1)
     # Observed ΔGBV 10; a swap moves 10/6 per context, so |Δ| = 10 only with no swap or all.
     assert perm.p_value is not None and perm.p_value < 0.1
+    # 2^6 = 64 swap patterns <= 500: all enumerated, p exact = 2 / 64 (none and all).
+    assert perm.n == 64 and perm.p_value == pytest.approx(2 / 64)
+    sampled = paired_permutation(moved, base, n_permutations=50, seed=1)
+    assert sampled.n == 50 and sampled.p_value is not None and sampled.p_value < 0.2
     assert perm.abs_p95 is not None and perm.abs_p95 < 10.0
     same = paired_permutation(base, base, n_permutations=100)
     assert same.p_value == pytest.approx(1.0) and same.abs_p95 == pytest.approx(0.0)

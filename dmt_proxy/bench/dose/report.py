@@ -140,7 +140,8 @@ def permutation_note(results: DoseResults) -> str:
     floor = f"{2 / 2**fewest:.3g}" if fewest else "n/a"
     return (
         "perm p: paired permutation test of the diagonal ΔGBV (each context's decisions "
-        "swapped between the cell and k = 0 with probability ½). With C contexts in a domain "
+        "swapped between the cell and k = 0 with probability ½; all 2^C patterns, exactly, when "
+        "there are no more of them than permutations asked). With C contexts in a domain "
         f"there are 2^C swaps, so p cannot fall below 2/2^C: {floor} with the {fewest} "
         "contexts of the thinnest domain here. The bootstrap CIs resample the same few "
         "contexts and are coarse for the same reason."

@@ -88,7 +88,9 @@ def paired_permutation(
     the baseline are exchangeable: each permutation swaps every shared context's
     (group → score) rows between the two with probability ½ and recomputes ΔGBV.
     ``abs_p95`` is the 95th percentile of |Δ_perm| (a |ΔGBV| below it is within
-    noise); ``p_value`` = (1 + #{|Δ_perm| ≥ |Δ_obs|}) / (1 + n), two-sided.
+    noise); ``p_value`` = (1 + #{|Δ_perm| ≥ |Δ_obs|}) / (1 + n), two-sided, or, when
+    the 2^C swap patterns of C contexts number no more than ``n_permutations``, exact:
+    #{|Δ_perm| ≥ |Δ_obs|} / 2^C over all of them (the identity included).
     Contexts in only one of the two are kept where they are. NaN (None) without
     two shared contexts or a finite observed Δ.
     """
@@ -100,8 +102,14 @@ def paired_permutation(
     observed = float(m.gbv_rows(a[None])[0] - m.gbv_rows(b[None])[0])
     if not math.isfinite(observed):
         return Permutation(abs_p95=None, p_value=None, n=0)
-    rng = np.random.default_rng([seed % 2**32, len(ids)])
-    swap = rng.random((n_permutations, len(ids))) < 0.5
+    if 2 ** len(ids) <= n_permutations:
+        # Few contexts: every swap pattern once, so p is exact (never below 2 / 2^C) rather
+        # than a Monte Carlo estimate of it that can land under that floor.
+        codes = np.arange(2 ** len(ids))[:, None] >> np.arange(len(ids))[None, :]
+        swap = (codes & 1).astype(bool)
+    else:
+        rng = np.random.default_rng([seed % 2**32, len(ids)])
+        swap = rng.random((n_permutations, len(ids))) < 0.5
     a_perm = np.where(swap[:, :, None], b[None], a[None])
     b_perm = np.where(swap[:, :, None], a[None], b[None])
     null = np.abs(m.gbv_rows(a_perm) - m.gbv_rows(b_perm))
@@ -109,9 +117,10 @@ def paired_permutation(
     if null.size == 0:
         return Permutation(abs_p95=None, p_value=None, n=0)
     exceed = int((null >= abs(observed) - 1e-12).sum())
+    exact = 2 ** len(ids) <= n_permutations
     return Permutation(
         abs_p95=float(np.percentile(null, 95)),
-        p_value=(1 + exceed) / (1 + null.size),
+        p_value=exceed / null.size if exact else (1 + exceed) / (1 + null.size),
         n=int(null.size),
     )
 
