@@ -212,7 +212,7 @@ def render_text(results: DoseResults) -> str:
         f"(every decision shown the scope's k memories) | "
         f"{results.decisions_per_cell} DIB decisions per cell "
         f"({cfg['dib']['contexts_per_domain']} contexts per domain) | "
-        f"cells {results.cells_done}/{results.cells_planned}"
+        f"cells {results.cells_done}/{results.cells_planned} (the empty scope counts once per mode)"
     )
     lines = [head, ""]
     for readout in (HEADLINE, *(r for r in Readout if r is not HEADLINE)):
