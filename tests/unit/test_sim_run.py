@@ -112,6 +112,7 @@ async def test_reports_and_call_log(proxy: FakeProxy, tmp_path: Path) -> None:
     n = results.dib_decisions
     assert len(dib) == n * (2 + 4 * 2)  # two shared t=0 audits, then t=2 and t=4 per condition
     assert all(c["request"]["messages"] for c in dib)
+    assert all(c["outcome"] == "ok" and c["response"] for c in dib)  # logged via the raw reply
     assert results.latency["agent"].n == 16
     # a dry run can price a bigger config with this run's measured latencies
     from dmt_proxy.bench.sim.estimate import build_estimate, latencies_from_run

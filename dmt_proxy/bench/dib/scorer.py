@@ -198,16 +198,11 @@ async def ask(
     client = client or endpoint.client()
     started = time.perf_counter()
     try:
-        completions = client.chat.completions
-        # The raw response carries the proxy's headers; a wrapping client (the simulation's
-        # call log) may offer only ``create``, and then the count is simply not recorded.
-        raw_api = getattr(completions, "with_raw_response", None)
-        if raw_api is not None:
-            raw = await raw_api.create(**request_params(sample, endpoint, config))
-            completion, headers = raw.parse(), raw.headers
-        else:
-            completion = await completions.create(**request_params(sample, endpoint, config))
-            headers = {}
+        # The raw response: the reply, and the headers where the proxy counts the memories.
+        raw = await client.chat.completions.with_raw_response.create(
+            **request_params(sample, endpoint, config)
+        )
+        completion = raw.parse()
     except openai.BadRequestError:
         raise
     except openai.APIError as exc:
@@ -222,7 +217,7 @@ async def ask(
             latency_s=time.perf_counter() - started,
         )
     result = read_reply(sample, completion, config)
-    shown = headers.get("x-dmt-memories")
+    shown = raw.headers.get("x-dmt-memories")
     return result.model_copy(
         update={
             "latency_s": time.perf_counter() - started,

@@ -60,17 +60,33 @@ def _reply_text(completion: Any) -> str:
 
 
 class _Completions:
-    def __init__(self, inner: Any, log: CallLog, role: str, on_call: Callable[[], None] | None):
+    def __init__(
+        self,
+        inner: Any,
+        log: CallLog,
+        role: str,
+        on_call: Callable[[], None] | None,
+        parse: Callable[[Any], Any] | None = None,
+    ):
         self._inner = inner
         self._log = log
         self._role = role
         self._on_call = on_call
+        self._parse = parse
+
+    @property
+    def with_raw_response(self) -> _Completions:
+        """The same log around the SDK's raw-response call (headers and the parsed reply)."""
+        return _Completions(
+            self._inner.with_raw_response, self._log, self._role, self._on_call,
+            parse=lambda raw: raw.parse(),
+        )  # fmt: skip
 
     async def create(self, **params: Any) -> Any:
         started = time.perf_counter()
         request = {k: v for k, v in params.items() if k != "extra_body"}
         try:
-            completion = await self._inner.create(**params)
+            reply = await self._inner.create(**params)
         except Exception as exc:
             self._log.write(
                 role=self._role,
@@ -90,9 +106,9 @@ class _Completions:
             request=request,
             latency_s=time.perf_counter() - started,
             outcome="ok",
-            response=_reply_text(completion),
+            response=_reply_text(self._parse(reply) if self._parse else reply),
         )
-        return completion
+        return reply
 
 
 class _Chat:
