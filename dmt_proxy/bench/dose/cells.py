@@ -111,6 +111,14 @@ class CellRecord(BaseModel):
     elapsed_s: float
     results: list[DecisionResult]
 
+    def shown_counts(self) -> list[int]:
+        """How many memories the proxy showed each decision that reported it."""
+        return [r.memories for r in self.results if r.memories is not None]
+
+    def below_dose(self) -> int:
+        """Decisions the proxy showed fewer than the scope's k memories."""
+        return sum(1 for n in self.shown_counts() if n < self.scope.k)
+
 
 def scopes(config: DoseConfig) -> list[ScopeKey]:
     """Every scope of the design, in the order they are read: empty, sources, controls."""

@@ -357,12 +357,6 @@ def build_results(
         totals = by_k.setdefault(cell_record.scope.k, [0.0, 0.0])
         totals[0] += len(cell_record.results)
         totals[1] += cell_record.elapsed_s
-    shown = [
-        (r.memories, rec.scope.k)
-        for rec in asked.values()
-        for r in rec.results
-        if r.memories is not None
-    ]
     return DoseResults(
         name=config.name,
         digest=config.digest(),
@@ -376,8 +370,8 @@ def build_results(
         wall_s=round(wall_s, 3),
         decisions_per_s=round(n_asked / seconds, 4) if seconds > 0 else None,
         decisions_per_s_by_k={k: round(n / t, 4) for k, (n, t) in sorted(by_k.items()) if t > 0},
-        shown_counted=len(shown),
-        shown_short=sum(1 for n, k in shown if n < k),
+        shown_counted=sum(len(r.shown_counts()) for r in asked.values()),
+        shown_short=sum(r.below_dose() for r in asked.values()),
     )
 
 

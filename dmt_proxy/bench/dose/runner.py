@@ -245,7 +245,7 @@ class DoseRun:
             results=results,
         )
         write_atomic(c.cell_path(self.out, cell), record.model_dump_json())
-        short = sum(1 for r in results if r.memories is not None and r.memories < cell.scope.k)
+        short = record.below_dose()
         if short:
             self.progress.note(
                 f"warning: {short} of {len(results)} decisions in {cell.scope.name} "
