@@ -102,7 +102,8 @@ def paired_permutation(
     observed = float(m.gbv_rows(a[None])[0] - m.gbv_rows(b[None])[0])
     if not math.isfinite(observed):
         return Permutation(abs_p95=None, p_value=None, n=0)
-    if 2 ** len(ids) <= n_permutations:
+    exact = 2 ** len(ids) <= n_permutations
+    if exact:
         # Few contexts: every swap pattern once, so p is exact (never below 2 / 2^C) rather
         # than a Monte Carlo estimate of it that can land under that floor.
         codes = np.arange(2 ** len(ids))[:, None] >> np.arange(len(ids))[None, :]
@@ -117,7 +118,6 @@ def paired_permutation(
     if null.size == 0:
         return Permutation(abs_p95=None, p_value=None, n=0)
     exceed = int((null >= abs(observed) - 1e-12).sum())
-    exact = 2 ** len(ids) <= n_permutations
     return Permutation(
         abs_p95=float(np.percentile(null, 95)),
         p_value=exceed / null.size if exact else (1 + exceed) / (1 + null.size),
