@@ -266,7 +266,11 @@ def _execution_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the call count and time estimate")
     p.add_argument("--latencies", metavar="RUN_DIR", help="dry run: latencies of a previous run")
     p.add_argument("--no-probe", action="store_true", help="dry run: no live latency probe")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars (on a terminal) or progress lines (in a log)",
+    )
     p.add_argument("--json", action="store_true", help="print the results JSON, not the table")
 
 
