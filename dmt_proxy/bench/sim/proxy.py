@@ -4,7 +4,10 @@ A managed proxy is a real ``dmt-proxy serve`` subprocess with its own policy fil
 and state directory inside the run directory (so a resumed run finds its memory
 again) and a random admin key. On Linux it is asked to receive SIGTERM when the
 run dies (``PR_SET_PDEATHSIG``), so a killed run does not leave it holding its
-port and store locks. ``ProxyClient`` talks to the admin API: outbox depth
+port and store locks. The proxy takes a few seconds to close its store after that
+signal, so a run resumed at once would find the store still locked: the proxy's pid
+is kept in ``proxy.pid`` and a new start waits for the old process to exit first.
+``ProxyClient`` talks to the admin API: outbox depth
 (to wait until every write of a turn is stored and audited) and memory listings.
 """
 
@@ -251,11 +254,16 @@ class ManagedProxy:
     def log_path(self) -> Path:
         return self.home / "proxy.log"
 
+    @property
+    def pid_path(self) -> Path:
+        return self.home / "proxy.pid"
+
     def start(self) -> ProxyClient:
         """Check the backend options, write the policy, start the proxy, wait until healthy."""
         validate_backend_options(self.backend, self.spec.policy["memory"].get("options", {}))
         state = self.home / "state"
         state.mkdir(parents=True, exist_ok=True)
+        wait_for_previous(self.pid_path, self.spec.start_timeout_s)
         policy_path = self.home / "policy.yaml"
         policy_path.write_text(yaml.safe_dump(self.spec.policy, sort_keys=False), "utf-8")
         port = free_port()
@@ -283,6 +291,7 @@ class ManagedProxy:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
+        self.pid_path.write_text(str(self.proc.pid), "utf-8")
         client = ProxyClient(f"http://127.0.0.1:{port}/v1", key)
         deadline = time.monotonic() + self.spec.start_timeout_s
         while time.monotonic() < deadline:
@@ -309,6 +318,51 @@ class ManagedProxy:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self.proc = None
+        self.pid_path.unlink(missing_ok=True)
+
+
+_PROXY_MODULE = "dmt_proxy.cli.proxy_cli"
+
+
+def _is_proxy(pid: int) -> bool:
+    """Whether ``pid`` is a live ``dmt-proxy serve`` (a reused pid of another program is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, someone else's: treat as the proxy rather than race its store
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():  # no procfs (macOS): a live pid is all we can know
+        return True
+    try:
+        return _PROXY_MODULE in cmdline.read_text("utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def wait_for_previous(pid_path: Path, timeout_s: float, poll_s: float = 0.2) -> None:
+    """Wait until the proxy recorded in ``pid_path`` (a stopped run's) has exited.
+
+    A run killed a moment ago leaves its proxy closing the memory store, which a new
+    proxy on the same state directory cannot open until then. ConfigError, naming the
+    pid, when it is still running after ``timeout_s``.
+    """
+    try:
+        pid = int(pid_path.read_text("utf-8").strip())
+    except (OSError, ValueError):
+        return
+    if not _is_proxy(pid):
+        return
+    print(f"waiting for the previous proxy (pid {pid}) to close its store ...", file=sys.stderr)
+    deadline = time.monotonic() + timeout_s
+    while _is_proxy(pid):
+        if time.monotonic() > deadline:
+            raise ConfigError(
+                f"the previous proxy (pid {pid}) still runs on {pid_path.parent} after "
+                f"{timeout_s:.0f}s; stop it (kill {pid}) and resume"
+            )
+        time.sleep(poll_s)
 
 
 def connect_proxy(url: str, admin_key_env: str, needs: str) -> ProxyClient:
