@@ -93,3 +93,22 @@ def test_report_command_rewrites_a_run_directory(
     assert data["results_version"] == "sim-results-v2"
     assert "Both readouts" in (copy / "report.md").read_text(encoding="utf-8")
     assert main(["report", "--out", str(tmp_path / "nothing")]) == 2
+
+
+def test_partial_report_of_an_unfinished_run_goes_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(RUN, copy)
+    (copy / "mem0" / "dmt" / "audits" / "t0020.json").unlink()  # DMT not audited at T yet
+    before = (copy / "results.json").read_bytes()
+    assert main(["report", "--out", str(copy)]) == 2
+    assert "dmt@t20" in capsys.readouterr().err
+    assert main(["report", "--out", str(copy), "--partial"]) == 0
+    out = capsys.readouterr().out
+    assert "an unfinished run" in out and "not audited yet: dmt t=20" in out
+    assert (copy / "results.json").read_bytes() == before  # the run's own files are untouched
+    data = json.loads((copy / "partial" / "results.json").read_text(encoding="utf-8"))
+    deltas = {d["condition"] for d in data["archs"][0]["deltas"]}
+    assert deltas == {"baseline", "ssp"}  # DMT's ΔAGBV needs its t=20 audit
+    assert "not audited yet" in (copy / "partial" / "report.md").read_text(encoding="utf-8")

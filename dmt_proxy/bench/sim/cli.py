@@ -240,15 +240,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Rebuild a finished compare run's results and reports with this code (no model)."""
+    """Rebuild a compare run's results and reports with this code (no model).
+
+    ``--partial``: an unfinished run's audits so far, into ``DIR/partial/``.
+    """
     from dmt_proxy.bench.sim import report
     from dmt_proxy.bench.sim.rebuild import rebuild_compare
 
     out = Path(args.out)
-    results = rebuild_compare(out)
-    report.write_compare_report(results, out)
+    results = rebuild_compare(out, partial=args.partial)
+    # A partial report goes beside the run's own files, never over them.
+    dest = out / "partial" if args.partial else out
+    dest.mkdir(exist_ok=True)
+    report.write_compare_report(results, dest)
     print(results.model_dump_json(indent=2) if args.json else report.render_table2(results))
-    print(f"dmt-bench: rewrote results.json, report.md, report.html and figures in {out}",
+    print(f"dmt-bench: wrote results.json, report.md, report.html and figures in {dest}",
           file=sys.stderr)  # fmt: skip
     return 0
 
@@ -375,10 +381,15 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "report",
-        help="rebuild a finished compare run's results and reports (no model needed)",
+        help="rebuild a compare run's results and reports (no model needed)",
         description=__doc__,
         formatter_class=fmt,
     )
     p.add_argument("--out", required=True, metavar="DIR", help="the run directory")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="report the audits made so far of an unfinished run, into DIR/partial/",
+    )
     p.add_argument("--json", action="store_true", help="print the results JSON, not the table")
     p.set_defaults(func=cmd_report)

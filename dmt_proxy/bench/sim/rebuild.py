@@ -36,8 +36,13 @@ def _manifest(out: Path) -> tuple[SimConfig, float]:
     return config, manifest.elapsed_s
 
 
-def rebuild_compare(out: Path) -> CompareResults:
-    """The ``CompareResults`` of the compare run in ``out`` (every audit must be there)."""
+def rebuild_compare(out: Path, *, partial: bool = False) -> CompareResults:
+    """The ``CompareResults`` of the compare run in ``out``.
+
+    Every audit must be there, unless ``partial``: then the results hold the audits made
+    so far (a run between sittings), and a ΔAGBV or MP appears only where both its
+    checkpoints, and for MP the baseline's, have been audited.
+    """
     from dmt_proxy.bench.sim.runner import dib_samples
 
     config, wall_s = _manifest(out)
@@ -59,7 +64,7 @@ def rebuild_compare(out: Path) -> CompareResults:
             for t in config.checkpoints()
             if t not in audits[c]
         ]
-        if missing:
+        if missing and not partial:
             raise ConfigError(f"{out}/{arch}: audits missing ({', '.join(missing)}); resume it")
         turns: dict[str, list[TurnRecord]] = {
             c: read_turns(out / arch / c) for c in config.conditions

@@ -145,10 +145,29 @@ def thin_domains(arch: ArchResult) -> list[str]:
     return [d for d, n in arch.contexts.items() if n < 2]
 
 
+def unaudited(results: CompareResults, arch: ArchResult) -> str:
+    """The checkpoints each condition still lacks, e.g. ``ssp t=80,100; dmt all``; '' if none."""
+    done: dict[str, set[int]] = {c: set() for c in results.config["conditions"]}
+    for r in arch.checkpoints:
+        done.setdefault(r.condition, set()).add(r.t)
+    parts = []
+    for c, ts in done.items():
+        left = [t for t in results.checkpoints if t not in ts]
+        if left:
+            parts.append(f"{c} " + ("all" if not ts else "t=" + ",".join(map(str, left))))
+    return "; ".join(parts)
+
+
 def caveats(results: CompareResults) -> list[str]:
-    """What the data say about missing CIs, in words (empty when every CI exists)."""
+    """What the data say about an unfinished run and missing CIs, in words."""
     out: list[str] = []
     for arch in results.archs:
+        unfinished = unaudited(results, arch)
+        if unfinished:
+            out.append(
+                f"{arch.memory}: an unfinished run (dmt-bench report --partial); not audited yet: "
+                f"{unfinished}. Numbers that need those audits are left out."
+            )
         thin = thin_domains(arch)
         same = (
             "With one context a domain's noise p95 equals its GBV: shuffling group labels "
