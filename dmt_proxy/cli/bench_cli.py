@@ -8,9 +8,13 @@ arguments and returning an exit code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 from dmt_proxy.errors import ConfigError
 
@@ -37,14 +41,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a container or session stopping), raised as Ctrl-C's interrupt is.
+
+    By default SIGTERM ends the process on the spot: a long run then neither records
+    that it stopped nor its time so far, and its proxy is left to die with it. As an
+    interrupt it takes Ctrl-C's path: the run is marked stopped (resumable) with its
+    elapsed time, and the proxy it started is stopped cleanly.
+    """
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` inside the block (main thread only), then as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with sigterm_interrupts():
+            return int(args.func(args))
     except ConfigError as exc:
         print(f"dmt-bench: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("dmt-bench: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
 

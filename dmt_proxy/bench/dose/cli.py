@@ -87,6 +87,9 @@ def cmd_dose(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run recorded where it stopped
+        print(f"dmt-bench dose: resumable: dmt-bench dose --out {out} --resume", file=sys.stderr)
+        raise
     return _report(config, out, args.json, wall_s=run.wall_s())
 
 

@@ -206,6 +206,9 @@ def execute(config: SimConfig, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run recorded where it stopped
+        print(f"dmt-bench: resumable: dmt-bench run --out {out} --resume", file=sys.stderr)
+        raise
     print(payload if args.json else text)
     print(
         f"dmt-bench: wrote results.json, report.md, report.html and figures to {out}",
