@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from dmt_proxy.bench import runlock
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.dib.generator import draw_sample, generate
 from dmt_proxy.bench.dib.runner import run_with_retries
@@ -349,4 +350,5 @@ async def run_dose(
     finally:
         if managed is not None:
             await asyncio.to_thread(managed.stop)
+        runlock.release(out)  # only now: its proxy has let go of the store
     return run

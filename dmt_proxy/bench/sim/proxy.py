@@ -293,16 +293,24 @@ class ManagedProxy:
             )
         self.pid_path.write_text(str(self.proc.pid), "utf-8")
         client = ProxyClient(f"http://127.0.0.1:{port}/v1", key)
+        try:
+            self._wait_healthy(client)
+        except BaseException:  # an interrupt while it starts must not leave it running
+            self.stop()
+            raise
+        self.client = client
+        return client
+
+    def _wait_healthy(self, client: ProxyClient) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + self.spec.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = self.log_path.read_text("utf-8", errors="replace")[-2000:]
                 raise ConfigError(f"the {self.backend} proxy exited at start-up:\n{tail}")
             if client.healthy():
-                self.client = client
-                return client
+                return
             time.sleep(0.3)
-        self.stop()
         raise ConfigError(
             f"the {self.backend} proxy was not healthy after "
             f"{self.spec.start_timeout_s:.0f}s; see {self.log_path}"

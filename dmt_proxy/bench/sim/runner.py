@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.bench import runlock
 from dmt_proxy.bench.dib.generator import draw_sample, generate
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import ScoringConfig, ScoringMode
@@ -109,7 +110,11 @@ class RunConfig(Protocol):
 def open_run_dir(
     out: Path, config: RunConfig, *, resume: bool, version: str = SIM_VERSION
 ) -> Manifest:
-    """Create ``out`` for ``config``, or resume it; refuse anything else."""
+    """Create ``out`` for ``config``, or resume it; refuse anything else.
+
+    The process then holds the directory's lock (``runlock``) until the run releases it;
+    a resume waits for a stopping process to finish writing before reading its manifest.
+    """
     path = out / MANIFEST
     if path.exists():
         manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
@@ -127,6 +132,9 @@ def open_run_dir(
                 f"cannot resume {out}: it was started with another config "
                 f"(differs in: {', '.join(changed) or 'version'}); use another --out"
             )
+        runlock.acquire(out)
+        # Read again under the lock: a process that was stopping has now recorded its time.
+        manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
         manifest.status, manifest.message = "running", ""
         write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
         return manifest
@@ -135,6 +143,7 @@ def open_run_dir(
     if resume:
         raise ConfigError(f"nothing to resume: {out} holds no run")
     out.mkdir(parents=True, exist_ok=True)
+    runlock.acquire(out)
     manifest = Manifest(
         sim_version=version,
         kind=config.kind,
@@ -257,6 +266,7 @@ class Experiment:
 
     def close(self) -> None:
         self.log.close()
+        runlock.release(self.out)
 
     def needs_generator_model(self) -> bool:
         """A generator model must be reachable: rewrites are planned and none is injected."""
