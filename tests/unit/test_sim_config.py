@@ -145,7 +145,7 @@ def test_version_1_configs_keep_their_meaning_and_their_digest() -> None:
     t20 = load_config(CONFIGS / "compare_local_T20.yaml")
     assert t20.version == 1 and t20.dib.sampling == "dib-sample-v1"
     # runs started before the new fields still resume: their manifests' digests hold
-    for run in ("compare_local_T20", "quick_mem0_seed0"):
+    for run in ("compare_local_T20", "compare_local_T100", "quick_mem0_seed0"):
         manifest = json.loads((RESULTS / run / "run.json").read_text(encoding="utf-8"))
         assert parse_config(manifest["config"]).digest() == manifest["digest"], run
     # ... while any new setting changes the digest

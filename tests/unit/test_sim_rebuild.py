@@ -112,3 +112,24 @@ def test_partial_report_of_an_unfinished_run_goes_beside_it(
     deltas = {d["condition"] for d in data["archs"][0]["deltas"]}
     assert deltas == {"baseline", "ssp"}  # DMT's ΔAGBV needs its t=20 audit
     assert "not audited yet" in (copy / "partial" / "report.md").read_text(encoding="utf-8")
+
+
+def test_committed_T100_run_rebuilds_to_the_numbers_it_wrote(tmp_path: Path) -> None:
+    # the T=100 compare (five conditions, dib-sample-v2) was written by this results
+    # version: a rebuild from its audits must give back every committed number
+    run = ROOT / "benchmarks" / "results" / "sim" / "compare_local_T100"
+    written = CompareResults.model_validate(
+        json.loads((run / "results.json").read_text(encoding="utf-8"))
+    )
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    rebuilt = rebuild_compare(copy)
+    assert rebuilt.archs[0].contexts == dict.fromkeys(rebuilt.archs[0].contexts, 2)
+    assert {d.condition for d in rebuilt.archs[0].deltas} == {
+        "baseline",
+        "ssp",
+        "dmt",
+        "dmt-tags",
+        "dmt-instruction",
+    }
+    assert rebuilt.model_dump(exclude={"wall_s"}) == written.model_dump(exclude={"wall_s"})
