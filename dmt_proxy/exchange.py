@@ -13,7 +13,7 @@ from typing import Protocol
 
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.policy import Mode
-from dmt_proxy.turns import Retrieval
+from dmt_proxy.turns import Retrieval, RetrievalOutcome
 
 
 class MemoryAccess(str, Enum):
@@ -22,6 +22,28 @@ class MemoryAccess(str, Enum):
     READ_WRITE = "read-write"
     READ_ONLY = "read-only"
     OFF = "off"
+
+
+class WriteStatus(str, Enum):
+    """What a request did to memory once its answer was known."""
+
+    QUEUED = "queued"
+    """The turn was enqueued in the outbox (audited and stored behind the client's back)."""
+    TOOL_STEP = "tool-step"
+    """Nothing written: the step ended in tool calls; the turn's final answer is written."""
+
+
+@dataclass(frozen=True)
+class MemoryOutcome:
+    """What happened to memory for one request: its retrieval and its write.
+
+    The pipeline and the memory service fill it in; the API layer alone reports it
+    (as response headers). ``None`` parts: nothing to report (yet: a stream's
+    write is known only after its last chunk).
+    """
+
+    retrieval: RetrievalOutcome | None = None
+    write: WriteStatus | None = None
 
 
 @dataclass
@@ -35,8 +57,8 @@ class RequestContext:
     """The memory scope, built once by the API layer (``None``: the request names no user)."""
     started: float = field(default_factory=time.perf_counter)
     upstream_seconds: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-    """Response headers the pipeline wants the client to see (``x-dmt-*``)."""
+    outcome: MemoryOutcome = field(default_factory=MemoryOutcome)
+    """What the pipeline did with memory so far; only the API layer turns it into headers."""
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.started - self.upstream_seconds) * 1000.0)
@@ -57,7 +79,7 @@ class MemoryService(Protocol):
     """The memory side of the pipeline: retrieval before, write-behind after."""
 
     async def retrieve(self, ctx: RequestContext, query: str) -> Retrieval:
-        """System messages carrying the user's memories relevant to ``query``, and headers."""
+        """System messages carrying the user's memories relevant to ``query``, and the outcome."""
         ...
 
     async def record(self, exchange: Exchange) -> None:

@@ -5,6 +5,8 @@ memories and assembles the upstream messages; the upstream is called; ``finish``
 hands the exchange to the memory writer (never awaited by the client beyond an
 enqueue). Streaming differs only in how the upstream's answer is delivered.
 Every route (``/v1/chat/completions``, ``/v1/responses``) goes through here.
+What became of memory (retrieval, write) is recorded as a typed ``MemoryOutcome``
+on the request context; only the API layer turns it into response headers.
 
 The unit of memory is a user turn, not a request (``dmt_proxy.turns``). In an
 agent's tool loop every step repeats the user's last message:
@@ -25,16 +27,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.exchange import Exchange, MemoryAccess, MemoryService, RequestContext
+from dmt_proxy.exchange import Exchange, MemoryAccess, MemoryService, RequestContext, WriteStatus
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
-from dmt_proxy.turns import Turn, TurnCache, TurnKey, turn_of
+from dmt_proxy.turns import (
+    RetrievalOutcome,
+    RetrievalStatus,
+    Turn,
+    TurnCache,
+    TurnKey,
+    turn_of,
+)
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.registry import ModelRegistry
 
@@ -47,8 +56,9 @@ class Prepared:
     turn: Turn
 
 
-TOOL_STEP_NOTE = "skipped; tool-call step (the turn's final answer is written)"
-"""``x-dmt-memory-write`` of a step that ends in tool calls."""
+def _report(ctx: RequestContext, retrieval: RetrievalOutcome) -> None:
+    """Record what retrieval did in the request's memory outcome (the API reports it)."""
+    ctx.outcome = replace(ctx.outcome, retrieval=retrieval)
 
 
 class ChatPipeline:
@@ -82,12 +92,12 @@ class ChatPipeline:
         if ctx.mode.uses_ssp:
             injected.append({"role": "system", "content": self._ssp_text})
         if ctx.memory is MemoryAccess.OFF:
-            ctx.headers["x-dmt-memory"] = "off"
+            _report(ctx, RetrievalOutcome(RetrievalStatus.OFF))
         elif ctx.scope is None:
-            ctx.headers["x-dmt-memory"] = "none; no user (set the 'user' field or X-DMT-User)"
+            _report(ctx, RetrievalOutcome(RetrievalStatus.NO_USER))
             self._metrics.memory_skipped.labels("no_user").inc()
         elif self._memory is None:
-            ctx.headers["x-dmt-memory"] = "disabled"
+            _report(ctx, RetrievalOutcome(RetrievalStatus.DISABLED))
         else:
             injected.extend(await self._retrieve(self._memory, ctx, turn))
         # Injected context goes first so the client's own system prompt keeps the last word.
@@ -104,11 +114,10 @@ class ChatPipeline:
             key = TurnKey(user=ctx.scope.user, mode=ctx.mode.value, turn=turn.key)
         cached = self._turns.get(key) if key is not None and turn.continuation else None
         if cached is not None:
-            ctx.headers.update(cached.headers)
-            ctx.headers["x-dmt-memory-retrieval"] = "reused (same user turn)"
+            _report(ctx, replace(cached.outcome, reused=True))
             return list(cached.messages)
         retrieval = await memory.retrieve(ctx, turn.query)
-        ctx.headers.update(retrieval.headers)
+        _report(ctx, retrieval.outcome)
         if key is not None:
             self._turns.put(key, retrieval)
         return list(retrieval.messages)
@@ -124,7 +133,7 @@ class ChatPipeline:
         ):
             return
         if tool_step:
-            ctx.headers["x-dmt-memory-write"] = TOOL_STEP_NOTE
+            ctx.outcome = replace(ctx.outcome, write=WriteStatus.TOOL_STEP)
             return
         if not answer:
             # Nothing to remember (an empty reply): the turn is stored with a real answer.
@@ -138,7 +147,7 @@ class ChatPipeline:
                 mode=ctx.mode,
             )
         )
-        ctx.headers.setdefault("x-dmt-memory-write", "queued")
+        ctx.outcome = replace(ctx.outcome, write=WriteStatus.QUEUED)
 
     def _count_upstream_error(self, endpoint: ModelEndpoint, exc: UpstreamError) -> None:
         kind = (

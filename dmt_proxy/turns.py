@@ -26,9 +26,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from dmt_proxy.openai_types import ChatMessage
+
+if TYPE_CHECKING:  # exchange imports this module; the access is only named here
+    from dmt_proxy.exchange import MemoryAccess
 
 DEFAULT_TTL_S = 600.0
 """How long a turn's retrieval is reused: longer than any tool loop of a local model."""
@@ -64,14 +68,69 @@ def turn_of(messages: Sequence[ChatMessage]) -> Turn:
     return Turn(query="", continuation=False)
 
 
+class RetrievalStatus(str, Enum):
+    """What became of a request's memory retrieval."""
+
+    OFF = "off"
+    """The request turned memory off."""
+    NO_USER = "no-user"
+    """The request names no user, so there is no scope to search."""
+    DISABLED = "disabled"
+    """The proxy runs without a memory backend."""
+    SKIPPED = "skipped"
+    """Memory was on but there was nothing to search for (no query, or ``top_k`` 0)."""
+    SEARCHED = "searched"
+    """The store was searched; ``memories`` says how many were shown."""
+    UNAVAILABLE = "unavailable"
+    """The store failed; the request was answered without memory."""
+
+
+@dataclass(frozen=True)
+class RetrievalOutcome:
+    """What retrieval did for one request: a value the API layer reports to the client."""
+
+    status: RetrievalStatus
+    access: MemoryAccess | None = None
+    """The memory access the store was consulted under (``None`` when it was not)."""
+    memories: int | None = None
+    """How many memories were shown (``SEARCHED`` only)."""
+    failure: str | None = None
+    """Why the store could not be searched: the error's type (``UNAVAILABLE`` only)."""
+    reused: bool = False
+    """True when a later step of a turn reused the retrieval of the turn's first step."""
+
+
+def _skipped() -> RetrievalOutcome:
+    return RetrievalOutcome(RetrievalStatus.SKIPPED)
+
+
 @dataclass(frozen=True)
 class Retrieval:
-    """What retrieval added to a request: system messages and the headers that describe it."""
+    """What retrieval added to a request: system messages, and the outcome that describes it."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)
-    headers: dict[str, str] = field(default_factory=dict)
+    outcome: RetrievalOutcome = field(default_factory=_skipped)
     reusable: bool = True
     """False when the store failed: a later step of the turn should try again."""
+
+    @classmethod
+    def skipped(cls, access: MemoryAccess) -> Retrieval:
+        """Nothing to search for: no memories, and a later step may reuse that."""
+        return cls(outcome=RetrievalOutcome(RetrievalStatus.SKIPPED, access=access))
+
+    @classmethod
+    def searched(
+        cls, access: MemoryAccess, messages: list[dict[str, Any]], shown: int
+    ) -> Retrieval:
+        """The store was searched: ``messages`` carry the ``shown`` memories."""
+        outcome = RetrievalOutcome(RetrievalStatus.SEARCHED, access=access, memories=shown)
+        return cls(messages=messages, outcome=outcome)
+
+    @classmethod
+    def unavailable(cls, access: MemoryAccess, failure: str) -> Retrieval:
+        """The store failed with ``failure``: no memories, and the next step tries again."""
+        outcome = RetrievalOutcome(RetrievalStatus.UNAVAILABLE, access=access, failure=failure)
+        return cls(outcome=outcome, reusable=False)
 
 
 @dataclass(frozen=True)

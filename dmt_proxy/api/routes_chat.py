@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
-from dmt_proxy.api.bodies import parse_json_object, read_body, validate_body
-from dmt_proxy.api.context import (
-    authenticate,
-    build_context,
-    first_chunk,
-    response_headers,
-    sse,
-)
+from dmt_proxy.api.admission import admit, authenticate
+from dmt_proxy.api.bodies import parse_json_object, validate_body
 from dmt_proxy.api.errors import error_body
 from dmt_proxy.api.openapi import CHAT_RESPONSES, ModelList, error_responses
+from dmt_proxy.api.writer import json_reply, sse, stream_reply
 from dmt_proxy.errors import InvalidRequest, RequestError, UpstreamError
-from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionRequest
+from dmt_proxy.exchange import MemoryOutcome
+from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.pipeline import ChatPipeline
 
 router = APIRouter()
@@ -38,42 +33,43 @@ def parse_chat_request(body: bytes) -> ChatCompletionRequest:
     return validate_body(ChatCompletionRequest, data)
 
 
+class ChatStream:
+    """Chat completion chunks as OpenAI streams them: ``data: {chunk}`` ... ``data: [DONE]``."""
+
+    def __init__(self, first: ChatCompletionChunk | None) -> None:
+        self._first = first
+
+    def opening(self) -> bytes:
+        """The first chunk's event (nothing when the upstream sent none)."""
+        return sse(self._first.wire_json()) if self._first is not None else b""
+
+    def chunk(self, chunk: ChatCompletionChunk) -> bytes:
+        """One chunk's event."""
+        return sse(chunk.wire_json())
+
+    def failure(self, exc: UpstreamError | RequestError) -> bytes:
+        """An event carrying the error in OpenAI's shape."""
+        error = error_body(exc.message, exc.error_type, code="upstream_error")
+        return sse(json.dumps(error, separators=(",", ":")).encode())
+
+    def closing(self, outcome: MemoryOutcome) -> bytes:
+        """``data: [DONE]``."""
+        return b"data: [DONE]\n\n"
+
+
+def _user(req: ChatCompletionRequest) -> str | None:
+    return req.user
+
+
 @router.post("/v1/chat/completions", responses=CHAT_RESPONSES)
 async def chat_completions(request: Request) -> Response:
-    state = request.app.state
-    pipeline: ChatPipeline = state.pipeline
-    tenant = authenticate(request)
-    body = await read_body(request, state.settings.max_body_bytes)
-    req = parse_chat_request(body)
-    ctx = build_context(request, req.user, tenant)
-    request.state.mode = ctx.mode.value
+    admitted = await admit(request, parse_chat_request, user=_user)
+    req, ctx = admitted.body, admitted.ctx
+    pipeline: ChatPipeline = request.app.state.pipeline
     if not req.stream:
         completion = await pipeline.complete(req, ctx)
-        state.metrics.overhead.labels("false").observe(ctx.overhead_ms() / 1000.0)
-        return Response(completion.wire_json(), media_type="application/json",
-                        headers=response_headers(ctx))  # fmt: skip
-
-    chunks = pipeline.stream(req, ctx)
-    first = await first_chunk(chunks)
-    headers = response_headers(ctx)
-    state.metrics.overhead.labels("true").observe(ctx.overhead_ms() / 1000.0)
-
-    async def body_iter() -> AsyncIterator[bytes]:
-        try:
-            if first is not None:
-                yield sse(first.wire_json())
-            async for chunk in chunks:
-                yield sse(chunk.wire_json())
-        except (UpstreamError, RequestError) as exc:
-            # Headers are gone: report the failure in-band, as OpenAI does.
-            error = error_body(exc.message, exc.error_type, code="upstream_error")
-            yield sse(json.dumps(error, separators=(",", ":")).encode())
-            return
-        finally:
-            await chunks.aclose()
-        yield b"data: [DONE]\n\n"
-
-    return StreamingResponse(body_iter(), media_type="text/event-stream", headers=headers)
+        return json_reply(request, ctx, completion.wire_json())
+    return await stream_reply(request, ctx, pipeline.stream(req, ctx), ChatStream)
 
 
 @router.get("/v1/models", responses={200: {"model": ModelList}, **error_responses(401)})

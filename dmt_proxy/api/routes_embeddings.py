@@ -11,8 +11,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from dmt_proxy.api.bodies import parse_json_object, read_body, validate_body
-from dmt_proxy.api.context import authenticate
+from dmt_proxy.api.admission import authenticate, read_request
+from dmt_proxy.api.bodies import parse_json_object, validate_body
 from dmt_proxy.api.openapi import EMBEDDING_RESPONSES
 from dmt_proxy.errors import NotFound
 from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingRouter
@@ -23,13 +23,15 @@ SUPPORTED_ROUTES = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1
                     "GET /v1/models")  # fmt: skip
 
 
+def parse_embedding_request(body: bytes) -> EmbeddingRequest:
+    """Parse and validate an embeddings body."""
+    return validate_body(EmbeddingRequest, parse_json_object(body))
+
+
 @router.post("/v1/embeddings", responses=EMBEDDING_RESPONSES)
 async def embeddings(request: Request) -> Response:
-    state = request.app.state
-    authenticate(request)
-    body = await read_body(request, state.settings.max_body_bytes)
-    req = validate_body(EmbeddingRequest, parse_json_object(body))
-    embedder: EmbeddingRouter = state.embeddings
+    req = (await read_request(request, parse_embedding_request)).body
+    embedder: EmbeddingRouter = request.app.state.embeddings
     reply = await embedder.embed(req)
     return Response(reply.model_dump_json(), media_type="application/json")
 

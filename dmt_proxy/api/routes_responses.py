@@ -8,26 +8,32 @@ of the answer differs. See ``dmt_proxy.responses.protocol`` for what is supporte
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
-from dmt_proxy.api.bodies import parse_json_object, read_body, validate_body
-from dmt_proxy.api.context import (
-    authenticate,
-    build_context,
-    first_chunk,
-    response_headers,
-)
+from dmt_proxy.api.admission import admit
+from dmt_proxy.api.bodies import parse_json_object, validate_body
 from dmt_proxy.api.openapi import RESPONSES_RESPONSES
+from dmt_proxy.api.writer import json_reply, stream_reply
 from dmt_proxy.errors import RequestError, UpstreamError
+from dmt_proxy.exchange import MemoryOutcome
+from dmt_proxy.openai_types import ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.responses.protocol import ResponsesRequest, check_fields
 from dmt_proxy.responses.stream import ResponseEvents
 from dmt_proxy.responses.translate import new_id, response_of, response_shell, to_chat_request
 
 router = APIRouter()
+
+
+@dataclass(frozen=True)
+class ResponsesCall:
+    """A Responses request and the chat request the pipeline runs for it."""
+
+    request: ResponsesRequest
+    chat: ChatCompletionRequest
 
 
 def parse_responses_request(body: bytes) -> ResponsesRequest:
@@ -37,49 +43,58 @@ def parse_responses_request(body: bytes) -> ResponsesRequest:
     return validate_body(ResponsesRequest, data)
 
 
+def parse_responses_call(body: bytes) -> ResponsesCall:
+    """Parse a Responses body and translate it to chat (a 400 if it cannot be)."""
+    req = parse_responses_request(body)
+    return ResponsesCall(request=req, chat=to_chat_request(req))
+
+
+class ResponsesStream:
+    """A chat stream as the events of one Response; the events of one chunk are one write."""
+
+    def __init__(self, events: ResponseEvents, first: ChatCompletionChunk | None) -> None:
+        self._events = events
+        self._first = first
+
+    def opening(self) -> bytes:
+        """``response.created``, ``response.in_progress`` and the first chunk's events."""
+        opening = self._events.start()
+        if self._first is not None:
+            opening += self._events.feed(self._first)
+        return b"".join(opening)
+
+    def chunk(self, chunk: ChatCompletionChunk) -> bytes:
+        """The events of one chunk (none for a chunk that adds nothing)."""
+        return b"".join(self._events.feed(chunk))
+
+    def failure(self, exc: UpstreamError | RequestError) -> bytes:
+        """``error`` and ``response.failed``, as OpenAI sends a failure mid-stream."""
+        return b"".join(self._events.fail(exc.message, code="upstream_error"))
+
+    def closing(self, outcome: MemoryOutcome) -> bytes:
+        """The open item's closing events and ``response.completed`` (or ``incomplete``)."""
+        return b"".join(self._events.finish())
+
+
+def _user(call: ResponsesCall) -> str | None:
+    return call.request.scope_user()
+
+
 @router.post("/v1/responses", responses=RESPONSES_RESPONSES)
 async def create_response(request: Request) -> Response:
-    state = request.app.state
-    pipeline: ChatPipeline = state.pipeline
-    tenant = authenticate(request)
-    body = await read_body(request, state.settings.max_body_bytes)
-    req = parse_responses_request(body)
-    chat = to_chat_request(req)
-    ctx = build_context(request, req.scope_user(), tenant)
-    request.state.mode = ctx.mode.value
+    admitted = await admit(request, parse_responses_call, user=_user)
+    req, ctx = admitted.body.request, admitted.ctx
+    pipeline: ChatPipeline = request.app.state.pipeline
     response_id = new_id("resp")
     if not req.stream:
-        completion = await pipeline.complete(chat, ctx)
-        state.metrics.overhead.labels("false").observe(ctx.overhead_ms() / 1000.0)
+        completion = await pipeline.complete(admitted.body.chat, ctx)
         reply = response_of(req, completion, response_id=response_id)
-        return Response(reply.model_dump_json(), media_type="application/json",
-                        headers=response_headers(ctx))  # fmt: skip
+        return json_reply(request, ctx, reply.model_dump_json())
 
-    chunks = pipeline.stream(chat, ctx)
-    first = await first_chunk(chunks)
-    headers = response_headers(ctx)
-    state.metrics.overhead.labels("true").observe(ctx.overhead_ms() / 1000.0)
-    model = (first.model if first is not None else None) or req.model or ""
-    events = ResponseEvents(response_shell(req, response_id=response_id, model=model,
-                                           created_at=int(time.time())))  # fmt: skip
+    def wire(first: ChatCompletionChunk | None) -> ResponsesStream:
+        model = (first.model if first is not None else None) or req.model or ""
+        shell = response_shell(req, response_id=response_id, model=model,
+                               created_at=int(time.time()))  # fmt: skip
+        return ResponsesStream(ResponseEvents(shell), first)
 
-    async def body_iter() -> AsyncIterator[bytes]:
-        # The events of one chunk leave in one write: fewer sends than events.
-        try:
-            opening = events.start()
-            if first is not None:
-                opening += events.feed(first)
-            yield b"".join(opening)
-            async for chunk in chunks:
-                produced = events.feed(chunk)
-                if produced:
-                    yield b"".join(produced)
-        except (UpstreamError, RequestError) as exc:
-            # Headers are gone: the failure travels in-band, as OpenAI sends it.
-            yield b"".join(events.fail(exc.message, code="upstream_error"))
-            return
-        finally:
-            await chunks.aclose()
-        yield b"".join(events.finish())
-
-    return StreamingResponse(body_iter(), media_type="text/event-stream", headers=headers)
+    return await stream_reply(request, ctx, pipeline.stream(admitted.body.chat, ctx), wire)

@@ -133,10 +133,9 @@ class DurableMemoryService:
     async def retrieve(self, ctx: RequestContext, query: str) -> Retrieval:
         """System messages carrying the memories of ``ctx.scope`` relevant to ``query``."""
         assert ctx.scope is not None, "the pipeline asks for memories only with a scope"
-        headers = {"x-dmt-memory": ctx.memory.value}
         top_k = self._policy.memory.top_k
         if top_k == 0 or not query.strip():
-            return Retrieval(headers=headers)
+            return Retrieval.skipped(ctx.memory)
         started = time.perf_counter()
         try:
             records = await asyncio.wait_for(
@@ -146,8 +145,7 @@ class DurableMemoryService:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
             log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
             self._metrics.memory_skipped.labels("store_unavailable").inc()
-            headers["x-dmt-memory"] = f"unavailable ({type(exc).__name__}); answered without memory"
-            return Retrieval(headers=headers, reusable=False)
+            return Retrieval.unavailable(ctx.memory, type(exc).__name__)
         finally:
             self._metrics.retrieval_duration.labels(self._backend_name).observe(
                 time.perf_counter() - started
@@ -156,7 +154,6 @@ class DurableMemoryService:
         # block for every query, so llama-server's prefix cache reuses it across requests
         # (a DIB audit's decisions differ in the query, rarely in the memories retrieved).
         records.sort(key=lambda r: (r.created_at, r.id))
-        headers["x-dmt-memories"] = str(len(records))
         items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
         text = render_memories(
             items,
@@ -164,8 +161,8 @@ class DurableMemoryService:
             instruction=self._instruction,
             show_instruction=ctx.mode.shows_instruction,
         )
-        return Retrieval(messages=[{"role": "system", "content": text}] if text else [],
-                         headers=headers)  # fmt: skip
+        messages = [{"role": "system", "content": text}] if text else []
+        return Retrieval.searched(ctx.memory, messages, len(records))
 
     async def _fetch(self, scope: Scope, query: str, top_k: int) -> list[MemoryRecord]:
         """The records to show: the most relevant (``search``) or the newest (``recent``)."""

@@ -197,5 +197,5 @@ async def test_recent_retrieval_shows_the_newest_memories_whatever_the_question(
         else ["My dog is Rex"]
     )
     assert [t for t in [*texts, "Bob's dog is Max"] if t in block] == expected
-    assert shown.headers["x-dmt-memories"] == str(len(expected))
+    assert shown.outcome.memories == len(expected)
     await parts.service.aclose()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from dmt_proxy.api.admission import memory_scope
 from dmt_proxy.api.bodies import MAX_JSON_DEPTH
-from dmt_proxy.api.context import memory_scope
 from dmt_proxy.api.routes_chat import parse_chat_request
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.memory.base import Scope

@@ -1,20 +1,48 @@
-"""What every pipeline route does with a request before and after the pipeline: the
-tenant, the memory scope, the mode and memory headers, and the response headers."""
+"""Admission: everything a route does with a request before the pipeline, in one step.
+
+``admit`` authenticates the tenant, reads the body under ``DMT_MAX_BODY_BYTES``,
+parses it with the route's parser (JSON, unsupported fields, the pydantic model),
+builds the memory scope (``X-DMT-User`` first, then the body's user), reads
+``X-DMT-Mode`` and ``X-DMT-Memory``, and returns the typed request with its
+``RequestContext``. The order is the refusal order clients see: a bad key is a
+401 before the body is read, a too large body a 413 before it is parsed, a bad
+body a 400 before the headers are looked at.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from fastapi import Request
 from pydantic import ValidationError
 
 from dmt_proxy.api.auth import Tenants, scoped_user
+from dmt_proxy.api.bodies import read_body
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.exchange import MemoryAccess, RequestContext
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.openai_types import ChatCompletionChunk
 from dmt_proxy.policy import Mode
+
+Body = TypeVar("Body")
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[Body]):
+    """An authenticated request's parsed body."""
+
+    tenant: str | None
+    """The tenant of the API key (``None`` when the proxy is single-tenant)."""
+    body: Body
+
+
+@dataclass(frozen=True)
+class Admitted(Generic[Body]):
+    """A request admitted to the pipeline: its parsed body and its context."""
+
+    body: Body
+    ctx: RequestContext
 
 
 def _enum_header(request: Request, name: str, enum: type[Any], default: Any) -> Any:
@@ -63,30 +91,21 @@ def build_context(request: Request, user: str | None, tenant: str | None) -> Req
     )
 
 
-def response_headers(ctx: RequestContext) -> dict[str, str]:
-    """The ``x-dmt-*`` headers every pipeline route answers with."""
-    return {
-        **ctx.headers,
-        "x-request-id": ctx.request_id,
-        "x-dmt-mode": ctx.mode.value,
-        "x-dmt-overhead-ms": f"{ctx.overhead_ms():.3f}",
-    }
+async def read_request(request: Request, parse: Callable[[bytes], Body]) -> Parsed[Body]:
+    """Authenticate, read the body under the size limit and ``parse`` it."""
+    tenant = authenticate(request)
+    raw = await read_body(request, request.app.state.settings.max_body_bytes)
+    return Parsed(tenant=tenant, body=parse(raw))
 
 
-def sse(data: bytes) -> bytes:
-    """One server-sent event carrying ``data``."""
-    return b"data: " + data + b"\n\n"
+async def admit(
+    request: Request, parse: Callable[[bytes], Body], *, user: Callable[[Body], str | None]
+) -> Admitted[Body]:
+    """The one admission step of a pipeline route: the parsed body and its context.
 
-
-async def first_chunk(
-    chunks: AsyncGenerator[ChatCompletionChunk, None],
-) -> ChatCompletionChunk | None:
-    """The stream's first chunk, pulled before answering so that an upstream failure is
-    still a proper 502/504 (``None``: the upstream sent nothing)."""
-    try:
-        return await anext(chunks)
-    except StopAsyncIteration:
-        return None
-    except BaseException:
-        await chunks.aclose()
-        raise
+    ``user`` names the body's user (the memory scope unless ``X-DMT-User`` is set).
+    """
+    parsed = await read_request(request, parse)
+    ctx = build_context(request, user(parsed.body), parsed.tenant)
+    request.state.mode = ctx.mode.value  # the request metrics are labelled by mode
+    return Admitted(body=parsed.body, ctx=ctx)
