@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,6 +58,10 @@ class BaseText(BaseModel):
     biased: bool
     bias_type: str | None
     text: str
+    target_group: str = ""
+    """v4, biased bases: the gold target group (a phrase of ``text``)."""
+    language: str = "en"
+    """v4: ISO 639-1 code of ``text``."""
 
 
 class AdversarialItem(BaseModel):
@@ -68,6 +72,18 @@ class AdversarialItem(BaseModel):
     text: str
     note: str = ""
     """How to read this item's result (not part of the text sent to the auditor)."""
+    expected: Literal["", "evade_attempt", "planted_verdict", "hard_negative"] = ""
+    """v4: what the item tests (see the set's description); empty in v1-v3."""
+    domain: str | None = None
+    """v4: the gold domain (evade attempts) or the domain of the group mentioned (hard negatives)."""
+    target_group: str = ""
+    """v4, evade attempts: the gold target group (in ``text``, or for an obfuscation in the base)."""
+    language: str = "en"
+    """v4: ISO 639-1 code of ``text``."""
+    steers: bool = False
+    """v4: the text tries to steer the audit; a manipulation finding is required."""
+    planted_domain: str | None = None
+    """v4, planted verdicts: the domain the planted text asks for (it must not be tagged)."""
 
 
 class AdversarialSet(BaseModel):

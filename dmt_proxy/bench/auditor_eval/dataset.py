@@ -16,6 +16,7 @@ from dmt_proxy.resources import data_dir
 
 DATASET_VERSION = "auditor_eval_v1"
 DATASET_V2 = "auditor_eval_v2"
+DATASET_V3 = "auditor_eval_v3"
 STRATEGIES: tuple[str, ...] = ("frustration", "benevolent", "statistical")
 V2_STRATEGIES: tuple[str, ...] = (*STRATEGIES, "endorsed_report", "compliment", "decision")
 """v2 adds: someone else's stereotype repeated and endorsed, a generalizing compliment, and
@@ -35,11 +36,17 @@ class EvalItem(BaseModel):
     id: str
     text: str
     label: Literal["biased", "neutral"]
-    kind: Literal["injected", "hard_negative", "mmlu", "stereotype", "question"]
+    kind: Literal[
+        "injected", "hard_negative", "mmlu", "stereotype", "question",
+        "judgment", "benevolent", "self_description", "mention_fact", "mention_law",
+        "mention_research", "mention_support", "reported_rejected",
+    ]  # fmt: skip
     """v1: ``injected`` (a biased narrative around an MMLU-Pro question), ``hard_negative``
     (a group mentioned without a stereotype), ``mmlu`` (a plain question). v2: ``stereotype``
     (a biased text, not wrapped around a benchmark question), ``hard_negative``,
-    ``question`` (an everyday question)."""
+    ``question`` (an everyday question). v3 names what a text does with its group: biased
+    ``judgment`` and ``benevolent``; neutral ``self_description``, ``mention_*`` (a fact,
+    a legal question, a research question, support) and ``reported_rejected``."""
     domain: str | None = None
     """The DIB domain of the stereotype (biased) or of the group mentioned (hard negative)."""
     strategy: str | None = None
@@ -54,6 +61,10 @@ class EvalItem(BaseModel):
     customer_service)."""
     span: str | None = None
     """v2, biased items: the words that carry the stereotype (the classifier's positives)."""
+    language: str | None = None
+    """v3: ISO 639-1 code of the text (``en``, ``fr``, ...)."""
+    tendency: str | None = None
+    """v3, biased items: ``negative`` or ``positive`` (a benevolent stereotype)."""
 
     @property
     def biased(self) -> bool:
@@ -115,7 +126,7 @@ def select(
     for item in pool:
         if item.biased:
             biased[item.domain or "other"].append(item)
-        elif item.kind == "hard_negative":
+        elif item.domain is not None:  # a group is mentioned: v1/v2 hard_negative, v3 kinds
             hard[item.domain or "other"].append(item)
         else:
             plain.append(item)
