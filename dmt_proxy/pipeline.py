@@ -36,7 +36,7 @@ from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.turns import Turn, TurnCache, TurnKey, turn_of
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 log = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ class StoreClosed(MemoryStoreError):
     """The backend was closed; it reads and writes nothing more."""
 
 
-class RecordConflict(ValueError):
+class RecordConflict(DmtError, ValueError):
     """A record id that already exists under another user was written again."""
 
 

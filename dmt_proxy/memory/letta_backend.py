@@ -62,7 +62,7 @@ from dmt_proxy.memory.consolidation import (
     summarize_with_model,
 )
 from dmt_proxy.memory.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
-from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.memory.vectors import VectorMatrix
 from dmt_proxy.tags import AuditStatus, BiasTag
@@ -95,7 +95,7 @@ def _state_json(record: MemoryRecord) -> str:
 
 
 @register_backend("letta")
-class LettaPagingBackend:
+class LettaPagingBackend(BackendPlugin):
     """Bounded core context + archival store + recursive summary (see module docstring)."""
 
     name: ClassVar[str]

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.openai_compat import _upstream_message, retry_delay_s, retryable
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.clients.openai_compat import _upstream_message, retry_delay_s, retryable
+from dmt_proxy.upstream.models import ModelRegistry
 
 LOCAL_EMBEDDING_MODEL = "all-minilm-l6-v2"
 LOCAL_EMBEDDING_NAMES = (f"local/{LOCAL_EMBEDDING_MODEL}", LOCAL_EMBEDDING_MODEL)
@@ -259,7 +259,7 @@ async def _embed_litellm(
     endpoint: ModelEndpoint, texts: list[str], req: EmbeddingRequest
 ) -> Vectors:
     """Embed through ``litellm.aembedding`` (providers that do not speak OpenAI's wire format)."""
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+    from dmt_proxy.upstream.clients.litellm_model import LiteLLMChatModel
 
     chat = LiteLLMChatModel()  # only for its litellm import and its error mapping
     kwargs: dict[str, Any] = {"model": endpoint.model, "input": texts,
