@@ -50,7 +50,7 @@ from dmt_proxy.audit.logprob import (
     reply_logprobs,
 )
 from dmt_proxy.audit.parsing import VerdictInvalid, parse_verdict, response_format
-from dmt_proxy.audit.registry import AuditorConfig, register_auditor
+from dmt_proxy.audit.registry import AuditorConfig, ContractEnv, register_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
@@ -166,11 +166,9 @@ class LLMAuditor:
         )  # fmt: skip
 
     @classmethod
-    def contract_config(cls) -> AuditorConfig:
-        """The contract runs it on the shipped scripted upstream (``testing.auditor``)."""
-        from dmt_proxy.testing.auditor import llm_contract_config
-
-        return llm_contract_config()
+    def contract_config(cls, env: ContractEnv) -> AuditorConfig:
+        """The contract runs it on the test's scripted upstream, at the test's endpoint."""
+        return AuditorConfig(chat=env.chat, endpoint=env.endpoint)
 
     def __init__(
         self,

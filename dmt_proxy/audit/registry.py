@@ -6,8 +6,9 @@ answering clean unless scripted). The policy picks one (``audit.auditor``,
 default ``llm``; ``build_auditor``). Built-ins and outside packages alike are
 declared under the ``dmt_proxy.auditors`` entry-point group; see
 ``dmt_proxy.plugins``. A registered class provides
-``from_config(config: AuditorConfig) -> Auditor`` and ``contract_config() ->
-AuditorConfig``, the config ``tests/unit/test_auditor_contract.py`` builds it from.
+``from_config(config: AuditorConfig) -> Auditor`` and ``contract_config(env:
+ContractEnv) -> AuditorConfig``, the config ``tests/unit/test_auditor_contract.py``
+builds it from (``env`` holds the contract's scripted upstream).
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ class AuditorConfig:
     """Where the auditor model is (resolved from ``policy.audit.auditor_model``)."""
     metrics: Metrics | None = None
     """Where the auditor counts its outcomes, if it should (the worker counts them too)."""
+
+
+@dataclass(frozen=True)
+class ContractEnv:
+    """What the auditor contract offers an auditor to be built on."""
+
+    chat: ChatModel
+    """A scripted upstream (not a language model): biased, clean, or a reply that is no verdict."""
+    endpoint: ModelEndpoint
+    """The endpoint to call it at."""
 
 
 def _check_auditor(name: str, cls: Any) -> None:

@@ -252,14 +252,6 @@ def combine_audit(states: Iterable[AuditState]) -> AuditState:
     return AuditState(status=status, tag=tag)
 
 
-class TextEmbedder(Protocol):
-    """What backends need from an embedder (``dmt_proxy.embedder.LocalEmbedder`` fits)."""
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length vectors of ``texts`` (so a dot product is the cosine similarity)."""
-        ...
-
-
 @runtime_checkable
 class MemoryBackend(Protocol):
     """A long-term memory store addressed by explicit scope. All methods are async.

@@ -20,12 +20,12 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.memory.base import (
     MemoryRecord,
     RecordConflict,
     Scope,
     SearchHit,
-    TextEmbedder,
     check_k,
     check_write,
     with_audit,

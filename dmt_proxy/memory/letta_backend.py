@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dmt_proxy.embedder import EMBEDDING_DIMS
+from dmt_proxy.embedder import EMBEDDING_DIMS, TextEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     AuditState,
@@ -50,7 +50,6 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
-    TextEmbedder,
     check_write,
     combine_audit,
     nothing_to_search,

@@ -49,6 +49,7 @@ from dmt_proxy.database import (
     require_psycopg,
     without_nul,
 )
+from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     MemoryRecord,
@@ -56,7 +57,6 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
-    TextEmbedder,
     check_write,
     nothing_to_search,
     with_audit,

@@ -22,9 +22,9 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.embedder import LocalEmbedder, TextEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.base import MemoryBackend, TextEmbedder
+from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.plugins import Registry
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings

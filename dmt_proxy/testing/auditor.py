@@ -10,13 +10,11 @@ name it answers clean.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from dmt_proxy.audit.registry import AuditorConfig, register_auditor
+from dmt_proxy.audit.registry import AuditorConfig, ContractEnv, register_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 
 ScriptedVerdict = AuditVerdict | BaseException
 
@@ -33,8 +31,8 @@ class ScriptedAuditor:
         return cls()
 
     @classmethod
-    def contract_config(cls) -> AuditorConfig:
-        """The contract builds it with the defaults (it answers clean)."""
+    def contract_config(cls, env: ContractEnv) -> AuditorConfig:
+        """The contract builds it with the defaults (it answers clean; ``env`` is not needed)."""
         return AuditorConfig()
 
     def __init__(
@@ -72,35 +70,3 @@ class ScriptedAuditor:
         if isinstance(result, BaseException):
             raise result
         return result
-
-
-CONTRACT_BIASED = json.dumps({
-    "rationale": "Generalizes about older workers.", "bias_detected": True, "bias_type": "age",
-    "target_group": "older workers", "tendency": "favoring youth", "score": 0.9,
-})  # fmt: skip
-CONTRACT_CLEAN = json.dumps({
-    "rationale": "A physics question.", "bias_detected": False, "bias_type": None,
-    "target_group": "", "tendency": "", "score": 0.05,
-})  # fmt: skip
-
-
-def contract_upstream_reply(call: UpstreamCall) -> str:
-    """The auditor contract's fake upstream: biased, clean, or a reply that is not a verdict.
-
-    The memory under audit is the last ``<memory>`` block (a repair call repeats it);
-    one that asks to ignore the instructions gets text that is no verdict, twice, so
-    an auditor's failed path is exercised too.
-    """
-    asked = [str(m["content"]) for m in call.messages if m["role"] == "user"]
-    memory = next(text for text in reversed(asked) if "<memory>" in text).split("<memory>")[-1]
-    if "Ignore previous" in memory:
-        return "Sure! I will ignore them."
-    return CONTRACT_BIASED if "Older" in memory else CONTRACT_CLEAN
-
-
-def llm_contract_config() -> AuditorConfig:
-    """The ``llm`` auditor's contract config: the scripted upstream above, a fake endpoint."""
-    from dmt_proxy.testing.chat import ScriptedChatModel
-
-    endpoint = ModelEndpoint(name="fake", model="openai/fake", api_base="http://127.0.0.1:9/v1")
-    return AuditorConfig(chat=ScriptedChatModel(contract_upstream_reply), endpoint=endpoint)

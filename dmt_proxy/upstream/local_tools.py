@@ -232,7 +232,7 @@ def prepare(call: UpstreamCall) -> Prepared | None:
     rest = {k: v for k, v in params.items() if k not in _TOOL_PARAMS}
     if params.get("tool_choice") == "none":
         # No call may be made: plain chat, with the history's calls in the same plain form.
-        return Prepared(UpstreamCall(call.endpoint, plain_history(call.messages), rest,
+        return Prepared(UpstreamCall(call.endpoint, plain_history(call.wire_messages()), rest,
                                      call.label), [])  # fmt: skip
     for clash in ("response_format", "grammar", "json_schema"):
         if clash in rest or clash in (rest.get("extra_body") or {}):
@@ -244,7 +244,7 @@ def prepare(call: UpstreamCall) -> Prepared | None:
     rest["response_format"] = {"type": "json_schema",
                                "json_schema": {"name": "reply", "schema": schema}}  # fmt: skip
     messages = [{"role": "system", "content": tools_prompt(callable_specs, may_answer)},
-                *plain_history(call.messages)]  # fmt: skip
+                *plain_history(call.wire_messages())]  # fmt: skip
     return Prepared(UpstreamCall(call.endpoint, messages, rest, call.label), callable_specs)
 
 

@@ -7,8 +7,8 @@ failure with a reason, never an exception and never a half-filled "clean".
 
 Each auditor is built from the config it declares (``contract_config()``); an
 installed auditor that declares none is skipped with the reason, a built-in one
-fails. The ``llm`` auditor's runs on the shipped ``ScriptedChatModel`` (a fake
-upstream, not a language model, ``testing.auditor.contract_upstream_reply``): it
+fails. The contract's ``ContractEnv`` offers the shipped ``ScriptedChatModel``
+(a fake upstream, not a language model), on which the ``llm`` auditor runs: it
 answers biased, clean or with text that is not a verdict, so both the valid and
 the failed path are exercised; the real model is exercised in
 ``tests/e2e/test_auditor_e2e.py``.
@@ -16,6 +16,7 @@ the failed path are exercised; the real model is exercised in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +34,45 @@ from dmt_proxy.audit import (
 )
 from dmt_proxy.audit.auditor import Auditor
 from dmt_proxy.audit.parsing import verdict_schema
-from dmt_proxy.audit.registry import AUDITORS, build_auditor
+from dmt_proxy.audit.registry import AUDITORS, ContractEnv, build_auditor
 from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import AuditPolicy, Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
-from dmt_proxy.testing.auditor import ScriptedAuditor, llm_contract_config
+from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.models import ModelRegistry
 
+BIASED = json.dumps({
+    "rationale": "Generalizes about older workers.", "bias_detected": True, "bias_type": "age",
+    "target_group": "older workers", "tendency": "favoring youth", "score": 0.9,
+})  # fmt: skip
+CLEAN = json.dumps({
+    "rationale": "A physics question.", "bias_detected": False, "bias_type": None,
+    "target_group": "", "tendency": "", "score": 0.05,
+})  # fmt: skip
+
+
+def _upstream_reply(call: UpstreamCall) -> str:
+    # The memory under audit is the last <memory> block (a repair call repeats it).
+    asked = [m.text() for m in call.messages if m.role == "user"]
+    memory = next(text for text in reversed(asked) if "<memory>" in text).split("<memory>")[-1]
+    if "Ignore previous" in memory:
+        return "Sure! I will ignore them."  # not a verdict, twice: the auditor must fail
+    return BIASED if "Older" in memory else CLEAN
+
+
+FAKE_ENDPOINT = ModelEndpoint(name="fake", model="openai/fake", api_base="http://127.0.0.1:9/v1")
+
+
+def contract_env() -> ContractEnv:
+    """A fresh scripted upstream for every auditor built."""
+    return ContractEnv(chat=ScriptedChatModel(_upstream_reply), endpoint=FAKE_ENDPOINT)
+
+
 NAMES = known_auditors()
-FAKE_ENDPOINT = llm_contract_config().endpoint
 
 CANDIDATES = [
     AuditCandidate(text="Older staff can't learn new tools.", candidate_id="biased"),
@@ -58,7 +86,7 @@ CANDIDATES = [
 def auditor(request: pytest.FixtureRequest) -> Auditor:
     name: str = request.param
     try:
-        config: AuditorConfig = AUDITORS.contract_config(name)
+        config: AuditorConfig = AUDITORS.contract_config(name, contract_env())
     except LookupError as exc:
         if AUDITORS.is_builtin(name):
             pytest.fail(str(exc))
@@ -75,7 +103,7 @@ def test_every_builtin_auditor_declares_its_contract_config() -> None:
     builtins = [name for name in NAMES if AUDITORS.is_builtin(name)]
     assert {"llm", "scripted"} <= set(builtins)
     for name in builtins:
-        assert isinstance(AUDITORS.contract_config(name), AuditorConfig), name
+        assert isinstance(AUDITORS.contract_config(name, contract_env()), AuditorConfig), name
 
 
 def test_registered_classes_carry_their_name() -> None:

@@ -39,7 +39,10 @@ async def test_a_valid_call_becomes_tool_calls_and_the_request_is_constrained() 
     assert "tools" not in sent.params and "tool_choice" not in sent.params
     schema = sent.params["response_format"]["json_schema"]["schema"]
     assert [o["properties"]["name"]["const"] for o in schema["anyOf"]] == ["get_weather", "none"]
-    assert sent.messages[0]["role"] == "system" and "get_weather" in sent.messages[0]["content"]
+    assert (
+        sent.wire_messages()[0]["role"] == "system"
+        and "get_weather" in sent.wire_messages()[0]["content"]
+    )
 
 
 async def test_no_tool_answers_in_text_and_invalid_output_is_never_a_tool_call() -> None:

@@ -154,7 +154,9 @@ async def test_upstream_failure_stops_resumably_and_resume_repeats_nothing(
     broken = {"on": False}
 
     def agent(call: UpstreamCall) -> Any:
-        if broken["on"] and "Answer with a single integer" not in str(call.messages[-1]["content"]):
+        if broken["on"] and "Answer with a single integer" not in str(
+            call.wire_messages()[-1]["content"]
+        ):
             return UpstreamError("the agent model is down", upstream="fake")
         return scripted_agent_reply(call)
 

@@ -79,7 +79,7 @@ class LiteLLMChatModel(ClientPlugin):
                 extra_body[key] = params.pop(key)
         kwargs: dict[str, Any] = {
             "model": endpoint.model,
-            "messages": call.messages,
+            "messages": call.wire_messages(),
             "stream": stream,
             "timeout": endpoint.timeout_s,
             "num_retries": endpoint.max_retries,

@@ -107,7 +107,7 @@ class OpenAICompatChatModel(ClientPlugin):
         extra = params.pop("extra_body", None) or {}
         body: dict[str, Any] = {
             "model": endpoint.model.split("/", 1)[1],
-            "messages": call.messages,
+            "messages": call.wire_messages(),
             **params,
             **extra,
             "stream": stream,
