@@ -1,4 +1,4 @@
-"""The generic plugin registry: decorator, lazy built-ins, entry points, contract configs, errors."""
+"""The generic plugin registry: decorator, lazy built-ins, entry points, contract configs."""
 
 from __future__ import annotations
 
@@ -244,8 +244,10 @@ def test_an_installed_wheel_reads_its_builtins_from_its_metadata(tmp_path: Path)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dmt-proxy\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text("[dmt_proxy.auditors]\nllm = dmt_proxy.audit.auditor\n")
     # -S: no site-packages, so a dmt-proxy installed there (editable) is not seen.
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", INSTALLED, str(site)],
-                          capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", INSTALLED, str(site)],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["source"] is None

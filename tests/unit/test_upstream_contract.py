@@ -4,8 +4,9 @@ Parametrised over the registry (``known_clients()``: built-ins and entry-point
 plug-ins), so a new client is checked the moment it is registered. Each one is
 built by name, as ``DMT_UPSTREAM_CLIENT`` builds it, from the settings it declares
 (``contract_config(state_dir)``; an installed client that declares none is skipped
-with the reason, a built-in one fails), and pointed at the shipped fake upstream server, run as its own process on a real
-port (the ``litellm`` client cannot take an in-process transport). The fake is
+with the reason, a built-in one fails), and pointed at the shipped fake upstream
+server, run as its own process on a real port (the ``litellm`` client cannot take
+an in-process transport). The fake is
 not a model: it answers a canned text instantly, or the HTTP failure it is told
 to, which is what this contract is about; real models are exercised in
 ``tests/e2e``.

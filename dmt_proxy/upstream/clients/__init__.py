@@ -5,12 +5,14 @@ upstream client is a chat model that reaches real model servers (the
 ``ChatModel`` seam, plus ``aclose`` for its connections). Built-ins, declared
 under the ``dmt_proxy.upstream_clients`` entry-point group like outside ones:
 
-* ``openai-compat`` (``OpenAICompatChatModel``, ``openai_compat``): direct pooled HTTP to servers that
-  already speak the OpenAI wire format (llama-server, vLLM); no translation;
-* ``litellm`` (``LiteLLMChatModel``, ``litellm_model``): every provider litellm knows; litellm itself is
-  imported on the first call, not when the class is registered or named;
-* ``auto`` (``DispatchingChatModel``, ``auto``; the default ``DMT_UPSTREAM_CLIENT``): the two
-  above composed, each call sent to ``openai-compat`` when its endpoint is
+* ``openai-compat`` (``OpenAICompatChatModel`` in ``openai_compat``): direct pooled
+  HTTP to servers that already speak the OpenAI wire format (llama-server, vLLM); no
+  translation;
+* ``litellm`` (``LiteLLMChatModel`` in ``litellm_model``): every provider litellm
+  knows; litellm itself is imported on the first call, not when the class is
+  registered or named;
+* ``auto`` (``DispatchingChatModel`` in ``auto``; the default ``DMT_UPSTREAM_CLIENT``):
+  the two above composed, each call sent to ``openai-compat`` when its endpoint is
   OpenAI-compatible and to ``litellm`` otherwise.
 
 ``DMT_UPSTREAM_CLIENT`` names the one the proxy uses (``upstream.factory``); see
