@@ -9,7 +9,7 @@ import pytest
 
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.testing.chat import ScriptedChatModel
-from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall, as_message
 from dmt_proxy.upstream.local_tools import LocalToolsChatModel, parse_reply, plain_history, prepare
 
 LOCAL = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
@@ -131,7 +131,8 @@ def test_history_tool_turns_become_plain_turns_in_the_reply_format() -> None:
          "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "18 C, sunny"},
     ]  # fmt: skip
-    plain = plain_history(history)
+    typed = plain_history([as_message(m) for m in history])
+    plain = [m.model_dump(exclude_unset=True) for m in typed]  # as the client sends them
     assert json.loads(plain[1]["content"]) == {"name": "get_weather",
                                                "arguments": {"city": "Paris"}}  # fmt: skip
     assert plain[2] == {"role": "user", "content": "Result of get_weather: 18 C, sunny"}
