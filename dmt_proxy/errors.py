@@ -1,21 +1,48 @@
-"""Errors raised below the API layer, each mapped explicitly to one HTTP status.
+"""Every exception dmt-proxy raises on purpose, in one tree; HTTP ones map to one status each.
 
-Exception tree::
+Exception tree (a class outside this module is named with its module; it stays
+there because only that module raises it, and subclasses a class of this tree)::
 
     DmtError
-    ├── ConfigError            bad settings or policy file (start-up, not HTTP)
-    ├── RequestError           the client's request is wrong          -> 4xx
-    │   ├── InvalidRequest     400  invalid_request_error
-    │   ├── Unauthorized       401  authentication_error
-    │   ├── NotFound           404  not_found_error
-    │   │   └── ModelNotFound  404  model_not_found
-    │   └── PayloadTooLarge    413  request_too_large
-    └── UpstreamError          the upstream model failed                -> 502
-        ├── UpstreamTimeout    504
-        └── UpstreamRejected   upstream answered 4xx; its status is kept
+    ├── ConfigError                bad settings or policy file (start-up, not HTTP)
+    ├── RequestError               the client's request is wrong             -> 4xx
+    │   ├── InvalidRequest         400  invalid_request_error
+    │   ├── Unauthorized           401  authentication_error
+    │   ├── Forbidden              403  permission_error  (api.routes_memory)
+    │   ├── NotFound               404  not_found_error
+    │   │   └── ModelNotFound      404  model_not_found
+    │   └── PayloadTooLarge        413  request_too_large
+    ├── UpstreamError              a model upstream failed                   -> 502
+    │   ├── UpstreamTimeout        504
+    │   ├── UpstreamRejected       upstream answered 4xx; its status is kept
+    │   ├── AuditorUnavailable     the auditor model failed      (audit.auditor)
+    │   ├── ProxyUnavailable       a benchmark's proxy stopped answering   (bench.sim.proxy)
+    │   └── GeneratorUnavailable   the simulation's generator failed   (bench.sim.injection)
+    ├── ReplyInvalid               a model answered, but not in the shape asked for
+    │   ├── VerdictInvalid         + ValueError  not a schema-valid verdict  (audit.parsing)
+    │   ├── NoLogprobs             + ValueError  no token log-probs     (audit.logprob)
+    │   └── ConsolidationError     not a valid memory plan     (memory.consolidation)
+    ├── MemoryStoreError           the memory store failed at run time  (memory.base)
+    │   └── StoreClosed            the backend was closed               (memory.base)
+    ├── RecordConflict             + ValueError  a record id written again under another
+    │                              user: a caller bug, not a store failure  (memory.base)
+    └── RunInterrupted             a benchmark run stopped before its end; resumable
+        ├── RunStopped             the simulation's turns kept failing  (bench.sim.loop)
+        └── DoseStopped            the dose run's decisions kept failing  (bench.dose.runner)
+
+    KeyboardInterrupt              (Python's; not an ``Exception``, so no ``except Exception``
+    └── Terminated                 swallows it) SIGTERM raised as Ctrl-C is  (cli.bench_cli)
 
 Anything else that escapes is a bug: the API logs it and answers 500 without
 details. A ``ValueError`` is never turned into a 400 by accident.
+
+``+ ValueError``: those classes were ``ValueError`` subclasses before the tree had a
+place for them, and stay ones (multiple inheritance), so code that reads a reply or
+writes a record inside ``except ValueError`` (a parse error is one) keeps catching
+them. ``RunInterrupted`` is not an ``UpstreamError``: a stopped benchmark run is not
+a failed model call, and nothing that retries or maps upstream failures must treat
+it as one; the benchmark commands catch it by name. ``tests/unit/test_errors_tree.py``
+walks every exception class defined in ``dmt_proxy`` and checks that it is drawn here.
 """
 
 from __future__ import annotations
@@ -107,3 +134,19 @@ class UpstreamRejected(UpstreamError):
     """The upstream refused the request with a 4xx; the status is passed on."""
 
     error_type = "invalid_request_error"
+
+
+class ReplyInvalid(DmtError):
+    """A model answered, but its reply is not what was asked for (JSON, a plan, log-probs)."""
+
+
+class RunInterrupted(DmtError):
+    """A benchmark run stopped before its end; it can be resumed from its checkpoint.
+
+    ``upstream`` names what kept failing (a proxy's or an endpoint's base URL), if anything.
+    """
+
+    def __init__(self, message: str, *, upstream: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.upstream = upstream

@@ -51,7 +51,11 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
 
 
 class MiniLM:
-    """A BERT sentence encoder with mean pooling and normalization, numpy only."""
+    """A BERT sentence encoder with mean pooling and normalization, numpy only.
+
+    An ``embedder.TextEmbedder`` (``embed``, ``count_tokens``); ``encode`` gives the
+    same vectors as one float32 array.
+    """
 
     def __init__(self, model_dir: str | Path) -> None:
         from safetensors.numpy import load_file
@@ -75,6 +79,14 @@ class MiniLM:
         self.tokenizer: Any = Tokenizer.from_file(str(root / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length embeddings as lists (the ``embedder.TextEmbedder`` protocol)."""
+        return [list(map(float, v)) for v in self.encode(list(texts))]
+
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens the model reads for ``texts`` (after truncation at ``MAX_SEQ_LENGTH``)."""
+        return sum(len(e.ids) for e in self.tokenizer.encode_batch(list(texts)))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length embeddings, one row per text (batched by length)."""

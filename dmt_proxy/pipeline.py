@@ -45,7 +45,7 @@ from dmt_proxy.turns import (
     turn_of,
 )
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 log = logging.getLogger(__name__)
 

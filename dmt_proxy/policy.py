@@ -116,6 +116,9 @@ class AuditPolicy(BaseModel):
     tau_per_domain: dict[str, float] = Field(default_factory=dict)
     action: TagAction = TagAction.TAG
     action_per_domain: dict[str, TagAction] = Field(default_factory=dict)
+    auditor: str = Field(default="llm", min_length=1)
+    """The auditor plugin (``dmt_proxy.audit.registry``): ``llm``, ``scripted`` or an
+    installed one; checked against the registry when the auditor is built (start-up)."""
     auditor_model: str = "local/qwen2.5-1.5b"
     auditor_prompt: str = "auditor_v3"
     ssp_prompt: str = "ssp_v1"

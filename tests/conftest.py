@@ -19,7 +19,7 @@ import pytest
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.fixtures import open_app
 from dmt_proxy.upstream import launcher, local_models
-from dmt_proxy.upstream.registry import local_api_base
+from dmt_proxy.upstream.models import local_api_base
 from tests.pg_fixture import pg_cluster, pg_dsn  # noqa: F401  (PostgreSQL fixtures)
 from tests.proxy_process import ProxyProcess
 

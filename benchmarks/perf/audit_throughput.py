@@ -44,7 +44,7 @@ from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Mode, load_policy
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 
 BENCHMARK_VERSION = "audit_throughput_v1"
 TARGET_AUDITS_PER_S = 1.0

@@ -48,7 +48,7 @@ from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.registry import BACKEND_LLM_TIMEOUT_S
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATION = ROOT / "memory_conversations" / "langmem_manager_v1.json"

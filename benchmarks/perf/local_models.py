@@ -21,7 +21,7 @@ from typing import Any
 
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
-from dmt_proxy.upstream.registry import local_api_base
+from dmt_proxy.upstream.models import local_api_base
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 GRAMMAR = 'root ::= "100" | [1-9] [0-9] | [0-9]'

@@ -455,7 +455,7 @@ async def baseline_rss(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from dmt_proxy.audit.schema import parse_verdict
+    from dmt_proxy.audit.parsing import parse_verdict
     from dmt_proxy.embedder import local_model_dir
 
     parse_verdict(json.dumps(VERDICT))  # the fake auditor's answer must be a valid verdict

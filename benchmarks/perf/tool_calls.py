@@ -32,8 +32,8 @@ from jsonschema import Draft202012Validator
 from dmt_proxy.bench.stats import wilson_interval
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 from dmt_proxy.upstream.local_tools import LocalToolsChatModel
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tool_tasks" / "tasks_v1.json"

@@ -10,13 +10,14 @@ The optional embedding first stage lives in ``dmt_proxy.audit.first_stage``
 """
 
 from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.decision import AuditDecision
 from dmt_proxy.audit.registry import (
     AuditorConfig,
     create_auditor,
     known_auditors,
     register_auditor,
 )
-from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict, VerdictStatus
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus
 
 __all__ = [
     "AuditCandidate",

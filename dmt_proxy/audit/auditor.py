@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
+from dmt_proxy.audit.decision import as_bias_type
 from dmt_proxy.audit.logprob import (
     DOMAIN_WORDS,
     TOP_LOGPROBS,
@@ -48,15 +49,9 @@ from dmt_proxy.audit.logprob import (
     p_yes,
     reply_logprobs,
 )
-from dmt_proxy.audit.registry import AuditorConfig, register_auditor
-from dmt_proxy.audit.schema import (
-    AuditCandidate,
-    AuditVerdict,
-    VerdictInvalid,
-    as_bias_type,
-    parse_verdict,
-    response_format,
-)
+from dmt_proxy.audit.parsing import VerdictInvalid, parse_verdict, response_format
+from dmt_proxy.audit.registry import AuditorConfig, ContractEnv, register_auditor
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion
@@ -169,6 +164,11 @@ class LLMAuditor:
             config.chat, config.endpoint, options=options, prompt_version=policy.auditor_prompt,
             policy=policy, metrics=config.metrics,
         )  # fmt: skip
+
+    @classmethod
+    def contract_config(cls, env: ContractEnv) -> AuditorConfig:
+        """The contract runs it on the test's scripted upstream, at the test's endpoint."""
+        return AuditorConfig(chat=env.chat, endpoint=env.endpoint)
 
     def __init__(
         self,

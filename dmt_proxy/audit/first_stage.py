@@ -42,11 +42,12 @@ import json
 import re
 import threading
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dmt_proxy.audit.schema import AuditCandidate, FirstStageOpinion
+from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.resources import data_dir
@@ -125,14 +126,6 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
 _MIN_PIECE_CHARS = 12
-
-
-class Embedder(Protocol):
-    """What the first stage needs from ``dmt_proxy.embedder.LocalEmbedder``."""
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Normalized embeddings, one per text."""
-        ...
 
 
 class FirstStageScore(BaseModel):
@@ -228,7 +221,7 @@ class EmbeddingFirstStage:
 
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: TextEmbedder,
         *,
         method: Method = "classifier",
         threshold: float | None = None,

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dmt_proxy.domains import BIAS_TYPES
-from dmt_proxy.errors import ConfigError
+from dmt_proxy.errors import ConfigError, ReplyInvalid
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.resources import data_dir
 
@@ -63,7 +63,7 @@ class TokenLogprob(BaseModel):
     top_logprobs: list[TopLogprob] = Field(default_factory=list)
 
 
-class NoLogprobs(ValueError):
+class NoLogprobs(ReplyInvalid, ValueError):
     """The reply carries no token log-probabilities (the provider does not return them)."""
 
 

@@ -1,11 +1,14 @@
 """Auditor registry: ``@register_auditor("name")`` on a class, ``create_auditor(name, config)``.
 
-Built-ins: ``llm`` (``LLMAuditor``, the one the policy configures: its model,
-prompt version and thresholds come from ``policy.audit``) and ``scripted``
-(``ScriptedAuditor``, the shipped fake, answering clean unless scripted). Outside
-packages register through the ``dmt_proxy.auditors`` entry-point group; see
+Built-ins: ``llm`` (``LLMAuditor``: its model, prompt version and thresholds come
+from ``policy.audit``) and ``scripted`` (``ScriptedAuditor``, the shipped fake,
+answering clean unless scripted). The policy picks one (``audit.auditor``,
+default ``llm``; ``build_auditor``). Built-ins and outside packages alike are
+declared under the ``dmt_proxy.auditors`` entry-point group; see
 ``dmt_proxy.plugins``. A registered class provides
-``from_config(config: AuditorConfig) -> Auditor``.
+``from_config(config: AuditorConfig) -> Auditor`` and ``contract_config(env:
+ContractEnv) -> AuditorConfig``, the config ``tests/unit/test_auditor_contract.py``
+builds it from (``env`` holds the contract's scripted upstream).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import Policy
     from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
-    from dmt_proxy.upstream.registry import ModelRegistry
+    from dmt_proxy.upstream.models import ModelRegistry
 
 ENTRY_POINT_GROUP = "dmt_proxy.auditors"
 
@@ -41,6 +44,16 @@ class AuditorConfig:
     """Where the auditor counts its outcomes, if it should (the worker counts them too)."""
 
 
+@dataclass(frozen=True)
+class ContractEnv:
+    """What the auditor contract offers an auditor to be built on."""
+
+    chat: ChatModel
+    """A scripted upstream (not a language model): biased, clean, or a reply that is no verdict."""
+    endpoint: ModelEndpoint
+    """The endpoint to call it at."""
+
+
 def _check_auditor(name: str, cls: Any) -> None:
     if not (isinstance(cls, type) and callable(getattr(cls, "from_config", None))):
         raise TypeError(f"auditor '{name}' must be a class with a from_config(config) classmethod")
@@ -49,7 +62,6 @@ def _check_auditor(name: str, cls: Any) -> None:
 AUDITORS: Registry[type[Any]] = Registry(
     "auditor",
     group=ENTRY_POINT_GROUP,
-    builtins={"llm": "dmt_proxy.audit.auditor", "scripted": "dmt_proxy.testing.auditor"},
     check=_check_auditor,
 )
 _T = TypeVar("_T", bound=type[Any])
@@ -67,14 +79,18 @@ def known_auditors() -> list[str]:
 
 def create_auditor(name: str, config: AuditorConfig) -> Auditor:
     """Build auditor ``name`` from ``config``; ConfigError for unknown names or missing pieces."""
-    auditor: Auditor = AUDITORS.get(name).from_config(config)
+    auditor: Auditor = AUDITORS.create(name, config)
     return auditor
 
 
 def build_auditor(policy: Policy, registry: ModelRegistry, chat: ChatModel) -> Auditor:
-    """The LLM auditor configured by ``policy.audit`` (its model resolved like any request's)."""
+    """The auditor ``policy.audit.auditor`` names, configured by ``policy.audit``.
+
+    Its model (``auditor_model``) is resolved like any request's; ConfigError when
+    the name is not a registered auditor (naming the known ones).
+    """
     endpoint = registry.resolve(policy.audit.auditor_model)
     endpoint = endpoint.with_limits(timeout_s=policy.audit.timeout_s)
     # Audit metrics are counted by the worker (once per memory, whatever the auditor).
     config = AuditorConfig(policy=policy.audit, chat=chat, endpoint=endpoint)
-    return create_auditor("llm", config)
+    return create_auditor(policy.audit.auditor, config)

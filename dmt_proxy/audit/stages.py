@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dmt_proxy.policy import Policy
     from dmt_proxy.tags import Finding
     from dmt_proxy.upstream.base import ChatModel
-    from dmt_proxy.upstream.registry import ModelRegistry
+    from dmt_proxy.upstream.models import ModelRegistry
 
 FIRST_STAGE_LABEL = "first-stage-embedding"
 """The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""

@@ -55,7 +55,7 @@ from dmt_proxy.policy import Policy, default_policy_path, load_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.upstream import launcher, local_models
-from dmt_proxy.upstream.registry import local_model_port
+from dmt_proxy.upstream.models import local_model_port
 
 if TYPE_CHECKING:
     from openai import OpenAI

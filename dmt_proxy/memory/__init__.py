@@ -18,7 +18,6 @@ from dmt_proxy.memory.base import (
     Scope,
     SearchHit,
     StoreClosed,
-    TextEmbedder,
     combine_audit,
     interaction_text,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "Scope",
     "SearchHit",
     "StoreClosed",
-    "TextEmbedder",
     "combine_audit",
     "create_backend",
     "interaction_text",

@@ -67,7 +67,7 @@ class StoreClosed(MemoryStoreError):
     """The backend was closed; it reads and writes nothing more."""
 
 
-class RecordConflict(ValueError):
+class RecordConflict(DmtError, ValueError):
     """A record id that already exists under another user was written again."""
 
 
@@ -250,14 +250,6 @@ def combine_audit(states: Iterable[AuditState]) -> AuditState:
     if status.needs_tag and tag is None:
         status = AuditStatus.FAILED  # unreachable with valid records; never report clean
     return AuditState(status=status, tag=tag)
-
-
-class TextEmbedder(Protocol):
-    """What backends need from an embedder (``dmt_proxy.embedder.LocalEmbedder`` fits)."""
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length vectors of ``texts`` (so a dot product is the cosine similarity)."""
-        ...
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dmt_proxy.errors import ReplyInvalid
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 
 CONSOLIDATE_PROMPT_VERSION = "consolidate_v1"
@@ -45,7 +46,7 @@ opinions the user stated (in the user's terms, without endorsing or softening th
 under {max_words} words. Answer with JSON only: {{"summary": "..."}}"""
 
 
-class ConsolidationError(Exception):
+class ConsolidationError(ReplyInvalid):
     """The model's reply was not a valid plan."""
 
 

@@ -20,17 +20,22 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.memory.base import (
     MemoryRecord,
     RecordConflict,
     Scope,
     SearchHit,
-    TextEmbedder,
     check_k,
     check_write,
     with_audit,
 )
-from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.registry import (
+    BackendConfig,
+    BackendPlugin,
+    ContractEnv,
+    register_backend,
+)
 from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
@@ -112,7 +117,7 @@ def keyword_score(query: set[str], doc: set[str]) -> float:
 
 
 @register_backend("memory")
-class InMemoryBackend:
+class InMemoryBackend(BackendPlugin):
     """Dict-backed backend; see the module docstring for its limits."""
 
     name: ClassVar[str]
@@ -142,6 +147,12 @@ class InMemoryBackend:
             for item in raw.get("records", []):
                 record = MemoryRecord.model_validate(item)
                 self._index(record, raw.get("vectors", {}).get(record.id))
+
+    @classmethod
+    def contract_config(cls, env: ContractEnv) -> BackendConfig:
+        """The contract runs this fake with its keyword scoring."""
+        return BackendConfig(state_dir=env.state_dir, embedder=env.embedder,
+                             options={"scoring": "keyword"})  # fmt: skip
 
     @classmethod
     async def open(cls, config: BackendConfig, options: InMemoryBackend.Options) -> InMemoryBackend:

@@ -67,7 +67,7 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.memory.consolidation import CONSOLIDATE_PROMPT_VERSION, plan_consolidation
 from dmt_proxy.memory.lg_store import IndexedSqliteStore
-from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 
@@ -165,7 +165,7 @@ def _recompute(value: dict[str, Any]) -> dict[str, Any]:
 
 
 @register_backend("langmem")
-class LangMemBackend:
+class LangMemBackend(BackendPlugin):
     """Verbatim interactions plus optional LLM-managed consolidated memories."""
 
     name: ClassVar[str]

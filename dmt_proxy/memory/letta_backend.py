@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dmt_proxy.embedder import EMBEDDING_DIMS
+from dmt_proxy.embedder import EMBEDDING_DIMS, TextEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     AuditState,
@@ -50,7 +50,6 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
-    TextEmbedder,
     check_write,
     combine_audit,
     nothing_to_search,
@@ -62,7 +61,7 @@ from dmt_proxy.memory.consolidation import (
     summarize_with_model,
 )
 from dmt_proxy.memory.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
-from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.memory.vectors import VectorMatrix
 from dmt_proxy.tags import AuditStatus, BiasTag
@@ -95,7 +94,7 @@ def _state_json(record: MemoryRecord) -> str:
 
 
 @register_backend("letta")
-class LettaPagingBackend:
+class LettaPagingBackend(BackendPlugin):
     """Bounded core context + archival store + recursive summary (see module docstring)."""
 
     name: ClassVar[str]

@@ -57,7 +57,7 @@ from dmt_proxy.memory.base import (
     nothing_to_search,
 )
 from dmt_proxy.memory.mem0_partitions import SharedEmbedding, UserPartitions
-from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
@@ -131,7 +131,7 @@ _HYBRID_SEARCH = any(importlib.util.find_spec(m) is not None for m in ("fastembe
 
 
 @register_backend("mem0")
-class Mem0Backend:
+class Mem0Backend(BackendPlugin):
     """mem0 ``Memory`` with verbatim writes, per-user partitions and audit metadata."""
 
     name: ClassVar[str]

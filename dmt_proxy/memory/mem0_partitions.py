@@ -20,8 +20,7 @@ from mem0.vector_stores.base import VectorStoreBase
 from mem0.vector_stores.qdrant import Qdrant
 from qdrant_client.models import Distance
 
-from dmt_proxy.embedder import EMBEDDING_DIMS
-from dmt_proxy.memory.base import TextEmbedder
+from dmt_proxy.embedder import EMBEDDING_DIMS, TextEmbedder
 
 _PART = "__u_"
 _QUARANTINED = "quarantined"

@@ -49,6 +49,7 @@ from dmt_proxy.database import (
     require_psycopg,
     without_nul,
 )
+from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
     MemoryRecord,
@@ -56,12 +57,16 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
-    TextEmbedder,
     check_write,
     nothing_to_search,
     with_audit,
 )
-from dmt_proxy.memory.registry import BackendConfig, register_backend
+from dmt_proxy.memory.registry import (
+    BackendConfig,
+    BackendPlugin,
+    ContractEnv,
+    register_backend,
+)
 from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
@@ -144,7 +149,7 @@ def _pgvector_version(version: str) -> tuple[int, ...]:
 
 
 @register_backend("postgres")
-class PostgresBackend:
+class PostgresBackend(BackendPlugin):
     """Memories in a PostgreSQL table with a pgvector HNSW index (see the module docstring)."""
 
     name: ClassVar[str]
@@ -174,6 +179,12 @@ class PostgresBackend:
         self._timeout_s = timeout_s
         self._table = sql.Identifier(f"{prefix}memories")
         self._runner = StoreRunner("postgres")
+
+    @classmethod
+    def contract_config(cls, env: ContractEnv) -> BackendConfig:
+        """The contract runs on a fresh database of its own."""
+        return BackendConfig(state_dir=env.state_dir, embedder=env.embedder,
+                             options={"dsn": env.database_url()})  # fmt: skip
 
     @classmethod
     async def open(cls, config: BackendConfig, options: PostgresBackend.Options) -> PostgresBackend:

@@ -1,10 +1,15 @@
 """Backend registry: ``@register_backend("name")`` on a class, ``await create_backend(...)``.
 
-``MEMORY_BACKENDS`` is a ``dmt_proxy.plugins.Registry``: built-in backends are
-imported lazily (mem0 pulls in torch), so naming one costs nothing until it is
-created. Outside packages register the same way, through the
-``dmt_proxy.memory_backends`` entry-point group (``name = "pkg.module"``): the
-module is imported and its decorator registers the class (see ``dmt_proxy.plugins``).
+``MEMORY_BACKENDS`` is a ``dmt_proxy.plugins.Registry``: backends, built-in or
+not, are declared under the ``dmt_proxy.memory_backends`` entry-point group
+(``name = "pkg.module"``) and imported lazily (mem0 pulls in torch), so naming one
+costs nothing until it is created (see ``dmt_proxy.plugins``).
+
+A backend subclasses ``BackendPlugin``: an ``Options`` model and
+``open(config, options)``; the kind's factory, ``from_config(config)`` (a
+coroutine), validates ``config.options`` against ``Options`` and opens it. Its
+``contract_config(env)`` says how ``tests/unit/test_memory_contract.py`` opens it
+(default: no options), from the resources of a ``ContractEnv``.
 """
 
 from __future__ import annotations
@@ -13,28 +18,21 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.embedder import LocalEmbedder, TextEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.base import MemoryBackend, TextEmbedder
+from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.plugins import Registry
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 ENTRY_POINT_GROUP = "dmt_proxy.memory_backends"
 
-_BUILTIN: dict[str, str] = {
-    "memory": "dmt_proxy.memory.in_memory",
-    "mem0": "dmt_proxy.memory.mem0_backend",
-    "langmem": "dmt_proxy.memory.langmem_backend",
-    "letta": "dmt_proxy.memory.letta_backend",
-    "postgres": "dmt_proxy.memory.pg_backend",
-}
 _MEMORY_EXTRA = "pip install 'dmt-proxy[memory]' torch==2.13.0"
 
 
@@ -75,27 +73,61 @@ class BackendConfig:
         return self.embedder if self.embedder is not None else LocalEmbedder()
 
 
-class BackendFactory(Protocol):
-    """What ``@register_backend`` accepts: a class with options and an async ``open``."""
+@dataclass(frozen=True)
+class ContractEnv:
+    """What the memory contract tests offer a backend to be opened on."""
+
+    state_dir: Path
+    """A fresh directory of the test's own."""
+    embedder: TextEmbedder
+    """The shared local embedder (loaded once per test session)."""
+    database_url: Callable[[], str]
+    """A fresh PostgreSQL database; asking skips the test where no server can be started."""
+
+
+class BackendPlugin:
+    """Base of a memory backend plugin: ``Options``, ``open`` and the kind's factory.
+
+    A subclass defines ``Options`` (a pydantic model) and
+    ``async open(cls, config, options) -> Self``, which gets the validated options.
+    """
 
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
 
     @classmethod
-    async def open(cls, config: BackendConfig, options: Any) -> MemoryBackend: ...
+    async def from_config(cls, config: BackendConfig) -> MemoryBackend:
+        """Validate ``config.options`` against ``Options`` and open; ConfigError when invalid."""
+        try:
+            options = cls.Options.model_validate(config.options)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '<options>'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ConfigError(
+                f"memory backend '{cls.name}' options are invalid: {problems}"
+            ) from exc
+        backend: MemoryBackend = await cast(Any, cls).open(config, options)
+        return backend
+
+    @classmethod
+    def contract_config(cls, env: ContractEnv) -> BackendConfig:
+        """How the contract tests open this backend: default options, the shared embedder."""
+        return BackendConfig(state_dir=env.state_dir, embedder=env.embedder)
 
 
 def _check_backend(name: str, cls: Any) -> None:
-    if not (isinstance(cls, type) and hasattr(cls, "Options") and hasattr(cls, "open")):
+    if not (isinstance(cls, type) and callable(getattr(cls, "from_config", None))):
         raise TypeError(
-            f"memory backend '{name}' must be a class with an Options model and an async open()"
+            f"memory backend '{name}' must be a class with an async from_config(config) "
+            "classmethod (subclass BackendPlugin: an Options model and an async open())"
         )
 
 
 MEMORY_BACKENDS: Registry[type[Any]] = Registry(
     "memory backend",
     group=ENTRY_POINT_GROUP,
-    builtins=_BUILTIN,
     install_hints={name: _MEMORY_EXTRA for name in ("mem0", "langmem", "letta")},
     check=_check_backend,
 )
@@ -119,15 +151,7 @@ def backend_class(name: str) -> type[Any]:
 
 async def create_backend(name: str, config: BackendConfig) -> MemoryBackend:
     """Open backend ``name``; ConfigError for unknown names, bad options or store paths."""
-    cls = backend_class(name)
-    try:
-        options = cls.Options.model_validate(config.options)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<options>'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"memory backend '{name}' options are invalid: {problems}") from exc
-    backend: MemoryBackend = await cls.open(config, options)
+    backend: MemoryBackend = await MEMORY_BACKENDS.create(name, config)
     return backend
 
 

@@ -42,7 +42,7 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.turns import Retrieval
 from dmt_proxy.upstream.base import ChatModel
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from dmt_proxy.audit.registry import AuditorConfig, register_auditor
+from dmt_proxy.audit.registry import AuditorConfig, ContractEnv, register_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 
 ScriptedVerdict = AuditVerdict | BaseException
@@ -29,6 +29,11 @@ class ScriptedAuditor:
     def from_config(cls, config: AuditorConfig) -> ScriptedAuditor:
         """An auditor with an empty script: every verdict is clean."""
         return cls()
+
+    @classmethod
+    def contract_config(cls, env: ContractEnv) -> AuditorConfig:
+        """The contract builds it with the defaults (it answers clean; ``env`` is not needed)."""
+        return AuditorConfig()
 
     def __init__(
         self,

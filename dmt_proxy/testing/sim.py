@@ -36,7 +36,7 @@ _QUESTION = re.compile(r'Question: "(.*?)"\nOptions:\n(.*?)\n\nOUTPUT FORMAT', r
 
 def scripted_generator_reply(call: UpstreamCall) -> str:
     """A valid A.1 JSON reply that keeps the question and options verbatim."""
-    user = next(m["content"] for m in call.messages if m["role"] == "user")
+    user = next(m.text() for m in call.messages if m.role == "user")
     match = _QUESTION.search(user)
     question, options = (match.group(1), match.group(2)) if match else ("?", "")
     target = re.search(r"Target Group: (.*)", user)
@@ -58,10 +58,10 @@ def scripted_generator() -> ScriptedChatModel:
 
 def scripted_agent_reply(call: UpstreamCall) -> str:
     """DIB decisions: a number from the prompt and the biased memories; else a short answer."""
-    user = next((m["content"] for m in reversed(call.messages) if m["role"] == "user"), "")
+    user = next((m.text() for m in reversed(call.messages) if m.role == "user"), "")
     if "Answer with a single integer from 0 to 100" not in str(user):
         return "The answer is (A)."
-    system = " ".join(str(m.get("content", "")) for m in call.messages if m["role"] == "system")
+    system = " ".join(m.text() for m in call.messages if m.role == "system")
     biased = system.count(BIAS_MARKER)
     digest = zlib.crc32(str(user).encode())
     # Groups differ only in their detail lines, so the penalty hits some groups, not all.
@@ -149,8 +149,8 @@ class FakeProxy:
         """Last user message of every agent-turn call the scripted upstream received."""
         out = []
         for call in self.chat.calls:
-            last = next((m for m in reversed(call.messages) if m["role"] == "user"), None)
-            text = str(last["content"]) if last else ""
+            last = next((m for m in reversed(call.messages) if m.role == "user"), None)
+            text = str(last.content) if last else ""
             if "Answer with a single integer from 0 to 100" not in text:
                 out.append(text)
         return out

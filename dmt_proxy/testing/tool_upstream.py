@@ -165,7 +165,7 @@ class ToolLoopChatModel:
 
     def _plan(self, call: UpstreamCall) -> ToolPlan:
         self.calls.append(call)
-        return ToolPlan(call.messages, call.params, tool_steps=self.tool_steps,
+        return ToolPlan(call.wire_messages(), call.params, tool_steps=self.tool_steps,
                         answer=self.answer)  # fmt: skip
 
     async def complete(self, call: UpstreamCall) -> ChatCompletion:

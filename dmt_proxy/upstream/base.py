@@ -2,18 +2,20 @@
 
 ``ModelEndpoint`` is the one description of how to reach a model (the proxy's
 routes, the auditor, a memory backend's model, a benchmark's generator);
-``upstream.factory`` builds them. ``UpstreamCall`` is one request to an endpoint.
+``upstream.factory`` builds them. ``UpstreamCall`` is one request to an endpoint, its
+messages typed (``ChatMessage``); each client turns them into the wire format's dicts
+at its own HTTP edge (``UpstreamCall.wire_messages``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatMessage
 
 EndpointKind = Literal["local", "alias", "provider", "direct"]
 """``local`` (embedded model), ``alias`` (declared in the policy), ``provider`` (a litellm
@@ -62,21 +64,48 @@ class ModelEndpoint(BaseModel):
         return self.model_copy(update={"timeout_s": timeout_s, "max_retries": max_retries})
 
 
-@dataclass(frozen=True)
+MessageLike = ChatMessage | Mapping[str, Any]
+"""A message as callers write it: typed, or its OpenAI dict (validated into a ``ChatMessage``)."""
+
+
+def as_message(message: MessageLike) -> ChatMessage:
+    """``message`` as a ``ChatMessage`` (a dict is validated; ValidationError if malformed)."""
+    return message if isinstance(message, ChatMessage) else ChatMessage.model_validate(message)
+
+
+@dataclass(frozen=True, init=False)
 class UpstreamCall:
-    """One request to an endpoint."""
+    """One request to an endpoint: typed messages, turned into dicts only at a client's edge."""
 
     endpoint: ModelEndpoint
-    messages: list[dict[str, Any]]
+    messages: tuple[ChatMessage, ...]
     params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     """Who is calling, for error messages (``auditor local/qwen2.5-1.5b``); default the
     endpoint's label."""
 
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        messages: Iterable[MessageLike],
+        params: dict[str, Any] | None = None,
+        label: str = "",
+    ) -> None:
+        """``messages`` may be typed or OpenAI dicts; dicts are validated here, once."""
+        # Frozen: the fields are set the way dataclasses' own __init__ sets them.
+        object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "messages", tuple(as_message(m) for m in messages))
+        object.__setattr__(self, "params", {} if params is None else params)
+        object.__setattr__(self, "label", label)
+
     @property
     def where(self) -> str:
         """The name used in error messages about this call."""
         return self.label or self.endpoint.label
+
+    def wire_messages(self) -> list[dict[str, Any]]:
+        """The messages in the OpenAI wire format, as they were given (for a client's HTTP edge)."""
+        return [m.model_dump(exclude_unset=True) for m in self.messages]
 
 
 class ChatModel(Protocol):

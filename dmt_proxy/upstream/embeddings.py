@@ -22,15 +22,16 @@ import base64
 import sys
 from array import array
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.openai_compat import _upstream_message, retry_delay_s, retryable
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.clients.openai_compat import _upstream_message, retry_delay_s, retryable
+from dmt_proxy.upstream.models import ModelRegistry
 
 LOCAL_EMBEDDING_MODEL = "all-minilm-l6-v2"
 LOCAL_EMBEDDING_NAMES = (f"local/{LOCAL_EMBEDDING_MODEL}", LOCAL_EMBEDDING_MODEL)
@@ -101,18 +102,6 @@ class Vectors:
     prompt_tokens: int
 
 
-class LocalTextEmbedder(Protocol):
-    """What the route needs from the local embedder (``embedder.LocalEmbedder`` fits)."""
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length vectors of ``texts``."""
-        ...
-
-    def count_tokens(self, texts: list[str]) -> int:
-        """Tokens the model reads for ``texts``."""
-        ...
-
-
 def encode(vector: list[float], encoding_format: str) -> list[float] | str:
     """``vector`` as OpenAI sends it: floats, or base64 of little-endian float32."""
     if encoding_format == "float":
@@ -130,7 +119,7 @@ class EmbeddingRouter:
         self,
         registry: ModelRegistry,
         *,
-        local: LocalTextEmbedder | None = None,
+        local: TextEmbedder | None = None,
         via_litellm: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -259,7 +248,7 @@ async def _embed_litellm(
     endpoint: ModelEndpoint, texts: list[str], req: EmbeddingRequest
 ) -> Vectors:
     """Embed through ``litellm.aembedding`` (providers that do not speak OpenAI's wire format)."""
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+    from dmt_proxy.upstream.clients.litellm_model import LiteLLMChatModel
 
     chat = LiteLLMChatModel()  # only for its litellm import and its error mapping
     kwargs: dict[str, Any] = {"model": endpoint.model, "input": texts,

@@ -22,13 +22,12 @@ from dmt_proxy.policy import ModelAlias, Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, OwnedChatModel
 from dmt_proxy.upstream.clients import AUTO, client_class, create_client, known_clients
-from dmt_proxy.upstream.dispatch import DispatchingChatModel
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
 from dmt_proxy.upstream.local_tools import with_local_tools
-from dmt_proxy.upstream.registry import ModelRegistry, alias_endpoint, local_endpoint
+from dmt_proxy.upstream.models import ModelRegistry, alias_endpoint, local_endpoint
 
 __all__ = [
-    "FALLBACK_PROVIDERS", "DispatchingChatModel", "Upstream", "build_chat_model",
+    "FALLBACK_PROVIDERS", "Upstream", "build_chat_model",
     "build_registry", "check_client", "declared_endpoint", "needs_litellm", "open_upstream",
 ]  # fmt: skip
 
@@ -84,7 +83,7 @@ def build_registry(settings: Settings, policy: Policy, *, litellm: bool) -> Mode
     """The name registry: with ``litellm``, its provider list is loaded when first needed."""
     if not litellm:
         return ModelRegistry(settings, policy, FALLBACK_PROVIDERS)
-    from dmt_proxy.upstream.litellm_model import litellm_providers
+    from dmt_proxy.upstream.clients.litellm_model import litellm_providers
 
     return ModelRegistry(settings, policy, None, load_providers=litellm_providers)
 

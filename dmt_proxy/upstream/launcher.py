@@ -21,7 +21,7 @@ from pathlib import Path
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.local_models import LocalModel, is_pulled, model_path
-from dmt_proxy.upstream.registry import local_model_port
+from dmt_proxy.upstream.models import local_model_port
 
 
 def server_binary(settings: Settings) -> Path:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.openai_types import (
     ChatCompletion,
     ChatCompletionChunk,
+    ChatMessage,
     ChunkChoice,
     CompletionMessage,
     Delta,
@@ -191,15 +192,14 @@ def _text(content: object) -> str:
     return ""
 
 
-def plain_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def plain_history(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     """Tool calls and results rewritten as ordinary turns in the reply format."""
     names: dict[str, str] = {}
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for m in messages:
-        role = m.get("role")
-        if role == "assistant" and m.get("tool_calls"):
+        if m.role == "assistant" and m.tool_calls:
             calls = []
-            for call in m["tool_calls"]:
+            for call in m.tool_calls:
                 fn = call.get("function") or {}
                 names[str(call.get("id"))] = str(fn.get("name"))
                 try:
@@ -207,10 +207,10 @@ def plain_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 except json.JSONDecodeError:
                     args = fn.get("arguments")
                 calls.append(json.dumps({"name": fn.get("name"), "arguments": args}))
-            out.append({"role": "assistant", "content": "\n".join(calls)})
-        elif role in ("tool", "function"):
-            name = names.get(str(m.get("tool_call_id")), m.get("name") or "the tool")
-            out.append({"role": "user", "content": f"Result of {name}: {_text(m.get('content'))}"})
+            out.append(ChatMessage(role="assistant", content="\n".join(calls)))
+        elif m.role in ("tool", "function"):
+            name = names.get(str(m.tool_call_id), m.name or "the tool")
+            out.append(ChatMessage(role="user", content=f"Result of {name}: {_text(m.content)}"))
         else:
             out.append(m)
     return out
@@ -243,7 +243,7 @@ def prepare(call: UpstreamCall) -> Prepared | None:
     schema = output_schema(callable_specs, may_answer)
     rest["response_format"] = {"type": "json_schema",
                                "json_schema": {"name": "reply", "schema": schema}}  # fmt: skip
-    messages = [{"role": "system", "content": tools_prompt(callable_specs, may_answer)},
+    messages = [ChatMessage(role="system", content=tools_prompt(callable_specs, may_answer)),
                 *plain_history(call.messages)]  # fmt: skip
     return Prepared(UpstreamCall(call.endpoint, messages, rest, call.label), callable_specs)
 

@@ -17,14 +17,14 @@ from collections.abc import Callable
 import pytest
 
 from dmt_proxy.audit import AuditCandidate, LLMAuditor
-from dmt_proxy.audit.schema import parse_verdict
+from dmt_proxy.audit.parsing import parse_verdict
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import load_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,7 @@ NEUTRAL = (
 async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
     local_model_base_url: Callable[[str], str],
 ) -> None:
-    from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+    from dmt_proxy.upstream.clients.litellm_model import LiteLLMChatModel
 
     base_url = local_model_base_url("qwen2.5-1.5b")
     metrics = Metrics()

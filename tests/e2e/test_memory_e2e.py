@@ -21,7 +21,7 @@ from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.letta_backend import LettaPagingBackend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
+from dmt_proxy.upstream.clients.litellm_model import LiteLLMChatModel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ALICE = Scope(user="alice")

@@ -47,12 +47,17 @@ audit: {auditor_model: fast, first_stage: "off", timeout_s: 5, max_attempts: 1}
 
 CHECK = """\
 import json, dmt_proxy
+from dmt_proxy.audit import known_auditors
+from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
+from dmt_proxy.memory import known_backends
 from dmt_proxy.policy import load_policy
 from dmt_proxy.resources import data_dir
+from dmt_proxy.upstream.clients import known_clients
 print(json.dumps({
     "package": dmt_proxy.__file__,
     "dirs": [str(data_dir(n)) for n in ("policies", "auditor_prompts", "mmlu_pro")],
     "default_policy": load_policy().name,
+    "plugins": [known_backends(), known_clients(), known_auditors(), DIB_DOMAINS.names()],
 }))
 """
 
@@ -131,6 +136,12 @@ def test_wheel_carries_data_and_serves(tmp_path: Path) -> None:
     assert Path(got["package"]).is_relative_to(venv)
     assert all(Path(d).is_relative_to(venv) for d in got["dirs"])
     assert got["default_policy"] == "default"
+    # No pyproject.toml beside the installed package: the built-ins come from the wheel's
+    # entry points (dmt_proxy/plugins.py).
+    backends, clients, auditors, domains = got["plugins"]
+    assert {"memory", "mem0", "langmem", "letta", "postgres"} <= set(backends)
+    assert {"auto", "litellm", "openai-compat"} <= set(clients)
+    assert {"llm", "scripted"} <= set(auditors) and len(domains) == 9
 
     (run_dir / "policy.yaml").write_text(POLICY)
     port = free_port()

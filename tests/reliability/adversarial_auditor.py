@@ -45,7 +45,7 @@ from dmt_proxy.bench.jsonl import append_record, read_records
 from dmt_proxy.policy import AuditPolicy, load_policy
 from dmt_proxy.resources import data_dir
 from dmt_proxy.upstream.base import ModelEndpoint
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 
 SET_VERSION = "adversarial_memories_v1"
 EVASION_TARGET = 0.10

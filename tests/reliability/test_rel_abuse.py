@@ -23,7 +23,7 @@ from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import app_client
 from dmt_proxy.testing.upstream_server import create_fake_upstream
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
     ADMIN,

@@ -26,7 +26,7 @@ from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import InProcessApp, app_client
 from dmt_proxy.testing.upstream_server import FakeUpstreamConfig, create_fake_upstream
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 from tests.proxy_process import ProxyProcess, free_port
 from tests.reliability.harness import (
     ADMIN,

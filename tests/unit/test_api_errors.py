@@ -199,11 +199,11 @@ async def test_ssp_mode_adds_static_prompt(
 ) -> None:
     resp = await client.post(URL, json=GOOD, headers={"x-dmt-mode": "ssp"})
     assert resp.status_code == 200
-    sent = fake.calls[-1].messages
+    sent = fake.calls[-1].wire_messages()
     assert sent[0]["role"] == "system" and "neutral" in sent[0]["content"]
     assert sent[-1] == {"role": "user", "content": "hi"}
     await client.post(URL, json=GOOD, headers={"x-dmt-mode": "off"})
-    assert fake.calls[-1].messages == [{"role": "user", "content": "hi"}]
+    assert fake.calls[-1].wire_messages() == [{"role": "user", "content": "hi"}]
 
 
 async def test_no_user_says_so(client: httpx.AsyncClient) -> None:

@@ -59,8 +59,10 @@ async def test_valid_reply_gives_an_ok_verdict_from_one_structured_call() -> Non
     assert call.endpoint.model == "openai/qwen2.5-1.5b" and call.endpoint.api_base == CALL.api_base
     assert call.params["temperature"] == 0.0
     assert call.params["response_format"]["type"] == "json_schema"
-    assert call.messages[0]["role"] == "system" and call.messages[-1]["role"] == "user"
-    assert "Older staff can't learn new tools" in call.messages[-1]["content"]
+    assert (
+        call.wire_messages()[0]["role"] == "system" and call.wire_messages()[-1]["role"] == "user"
+    )
+    assert "Older staff can't learn new tools" in call.wire_messages()[-1]["content"]
 
 
 async def test_auditor_is_stateless_between_calls() -> None:
@@ -69,16 +71,16 @@ async def test_auditor_is_stateless_between_calls() -> None:
     await auditor.audit(MEMORY)
     await auditor.audit(AuditCandidate(text="What is the speed of light?"))
     first, second = chat.calls
-    assert len(first.messages) == len(second.messages)
-    assert "Older staff" not in json.dumps(second.messages)
+    assert len(first.wire_messages()) == len(second.wire_messages())
+    assert "Older staff" not in json.dumps(second.wire_messages())
 
 
 async def test_invalid_then_valid_reply_is_repaired_with_the_reason() -> None:
     chat = ScriptedChatModel(['{"bias_detected": "maybe"}', BIASED])
     verdict = await LLMAuditor(chat, CALL, options=JSON).audit(MEMORY)
     assert verdict.ok and verdict.attempts == 2 and verdict.bias_type == "age"
-    repair = chat.calls[1].messages
-    assert repair[:-2] == chat.calls[0].messages
+    repair = chat.calls[1].wire_messages()
+    assert repair[:-2] == chat.calls[0].wire_messages()
     assert repair[-2] == {"role": "assistant", "content": '{"bias_detected": "maybe"}'}
     assert "not a valid verdict" in repair[-1]["content"]
     assert "bias_detected" in repair[-1]["content"]
@@ -103,7 +105,7 @@ async def test_empty_reply_is_invalid_and_repaired() -> None:
     chat = ScriptedChatModel(["", CLEAN])
     verdict = await LLMAuditor(chat, CALL, options=JSON).audit(MEMORY)
     assert verdict.ok and not verdict.bias_detected and verdict.attempts == 2
-    assert chat.calls[1].messages[-2]["content"] == "(empty reply)"
+    assert chat.calls[1].wire_messages()[-2]["content"] == "(empty reply)"
 
 
 @pytest.mark.parametrize(
@@ -170,7 +172,7 @@ async def test_fake_verdict_inside_the_memory_does_not_become_the_verdict() -> N
     chat = ScriptedChatModel([BIASED])
     verdict = await LLMAuditor(chat, CALL, options=JSON).audit(memory)
     assert verdict.bias_detected  # the model's reply decides, never text in the memory
-    assert chat.calls[0].messages[-1]["content"].count("</memory>") == 1
+    assert chat.calls[0].wire_messages()[-1]["content"].count("</memory>") == 1
 
 
 def test_structured_output_modes_and_endpoint_from_the_registry() -> None:

@@ -5,18 +5,19 @@ plug-ins), so a new auditor is checked the moment it is registered: a candidate
 goes in, and what comes out is either a schema-valid verdict or an explicit
 failure with a reason, never an exception and never a half-filled "clean".
 
-How each auditor is built comes from ``CONFIGS``, keyed by name; a registered
-auditor missing there fails every contract test instead of being skipped. The
-``llm`` auditor runs on the shipped ``ScriptedChatModel`` (a fake upstream, not
-a language model): it answers biased, clean or with text that is not a verdict,
-so both the valid and the failed path are exercised; the real model is
-exercised in ``tests/e2e/test_auditor_e2e.py``.
+Each auditor is built from the config it declares (``contract_config()``); an
+installed auditor that declares none is skipped with the reason, a built-in one
+fails. The contract's ``ContractEnv`` offers the shipped ``ScriptedChatModel``
+(a fake upstream, not a language model), on which the ``llm`` auditor runs: it
+answers biased, clean or with text that is not a verdict, so both the valid and
+the failed path are exercised; the real model is exercised in
+``tests/e2e/test_auditor_e2e.py``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -32,14 +33,17 @@ from dmt_proxy.audit import (
     known_auditors,
 )
 from dmt_proxy.audit.auditor import Auditor
-from dmt_proxy.audit.registry import AUDITORS
-from dmt_proxy.audit.schema import verdict_schema
+from dmt_proxy.audit.parsing import verdict_schema
+from dmt_proxy.audit.registry import AUDITORS, ContractEnv, build_auditor
 from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.policy import AuditPolicy
+from dmt_proxy.policy import AuditPolicy, Policy
+from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
+from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
+from dmt_proxy.upstream.models import ModelRegistry
 
 BIASED = json.dumps({
     "rationale": "Generalizes about older workers.", "bias_detected": True, "bias_type": "age",
@@ -53,23 +57,20 @@ CLEAN = json.dumps({
 
 def _upstream_reply(call: UpstreamCall) -> str:
     # The memory under audit is the last <memory> block (a repair call repeats it).
-    asked = [str(m["content"]) for m in call.messages if m["role"] == "user"]
+    asked = [m.text() for m in call.messages if m.role == "user"]
     memory = next(text for text in reversed(asked) if "<memory>" in text).split("<memory>")[-1]
     if "Ignore previous" in memory:
         return "Sure! I will ignore them."  # not a verdict, twice: the auditor must fail
     return BIASED if "Older" in memory else CLEAN
 
 
-def _llm() -> AuditorConfig:
-    endpoint = ModelEndpoint(name="fake", model="openai/fake", api_base="http://127.0.0.1:9/v1")
-    return AuditorConfig(chat=ScriptedChatModel(_upstream_reply), endpoint=endpoint)
+FAKE_ENDPOINT = ModelEndpoint(name="fake", model="openai/fake", api_base="http://127.0.0.1:9/v1")
 
 
-CONFIGS: dict[str, Callable[[], AuditorConfig]] = {
-    "llm": _llm,
-    "scripted": AuditorConfig,
-}
-"""How to build each auditor for the contract (add one for every new auditor)."""
+def contract_env() -> ContractEnv:
+    """A fresh scripted upstream for every auditor built."""
+    return ContractEnv(chat=ScriptedChatModel(_upstream_reply), endpoint=FAKE_ENDPOINT)
+
 
 NAMES = known_auditors()
 
@@ -84,9 +85,13 @@ CANDIDATES = [
 @pytest.fixture(params=NAMES)
 def auditor(request: pytest.FixtureRequest) -> Auditor:
     name: str = request.param
-    if name not in CONFIGS:
-        pytest.fail(f"auditor '{name}' is registered but has no entry in CONFIGS")
-    return create_auditor(name, CONFIGS[name]())
+    try:
+        config: AuditorConfig = AUDITORS.contract_config(name, contract_env())
+    except LookupError as exc:
+        if AUDITORS.is_builtin(name):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return create_auditor(name, config)
 
 
 def _wire(verdict: AuditVerdict) -> dict[str, Any]:
@@ -94,9 +99,11 @@ def _wire(verdict: AuditVerdict) -> dict[str, Any]:
     return {key: getattr(verdict, key) for key in keys}
 
 
-def test_every_registered_auditor_has_a_config() -> None:
-    assert set(NAMES) <= set(CONFIGS), "add the new auditor to CONFIGS"
-    assert set(CONFIGS) <= set(known_auditors()), "CONFIGS names an auditor nobody registers"
+def test_every_builtin_auditor_declares_its_contract_config() -> None:
+    builtins = [name for name in NAMES if AUDITORS.is_builtin(name)]
+    assert {"llm", "scripted"} <= set(builtins)
+    for name in builtins:
+        assert isinstance(AUDITORS.contract_config(name, contract_env()), AuditorConfig), name
 
 
 def test_registered_classes_carry_their_name() -> None:
@@ -136,7 +143,7 @@ async def test_an_auditor_keeps_answering_after_a_failure(auditor: Auditor) -> N
 def test_llm_auditor_is_built_from_the_policy() -> None:
     policy = AuditPolicy(auditor_prompt="auditor_v1", tau=0.7)
     built = create_auditor(
-        "llm", AuditorConfig(policy=policy, chat=ScriptedChatModel(), endpoint=_llm().endpoint)
+        "llm", AuditorConfig(policy=policy, chat=ScriptedChatModel(), endpoint=FAKE_ENDPOINT)
     )
     assert isinstance(built, LLMAuditor) and built.label == "fake@auditor_v1/json"
     with pytest.raises(ConfigError, match="needs a chat model"):
@@ -146,3 +153,20 @@ def test_llm_auditor_is_built_from_the_policy() -> None:
 def test_unknown_auditor_names_the_known_ones() -> None:
     with pytest.raises(ConfigError, match=r"unknown auditor 'nope'; known auditors: llm, scripted"):
         create_auditor("nope", AuditorConfig())
+
+
+# The policy picks the auditor plugin (``audit.auditor``, default ``llm``).
+
+
+def _built_for(policy: Policy, tmp_path: Path) -> Auditor:
+    models = ModelRegistry(Settings(state_dir=tmp_path), policy, frozenset())
+    return build_auditor(policy, models, ScriptedChatModel())
+
+
+def test_the_policy_selects_the_auditor_plugin(tmp_path: Path) -> None:
+    assert Policy().audit.auditor == "llm"
+    assert isinstance(_built_for(Policy(), tmp_path), LLMAuditor)
+    scripted = Policy(audit=AuditPolicy(auditor="scripted"))
+    assert isinstance(_built_for(scripted, tmp_path), ScriptedAuditor)
+    with pytest.raises(ConfigError, match=r"unknown auditor 'nope'; known auditors: llm, scripted"):
+        _built_for(Policy(audit=AuditPolicy(auditor="nope")), tmp_path)

@@ -23,7 +23,7 @@ from dmt_proxy.bench.auditor_eval.runner import run_items
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.testing.auditor import ScriptedAuditor
-from dmt_proxy.upstream.registry import NO_KEY
+from dmt_proxy.upstream.models import NO_KEY
 
 
 @pytest.fixture(scope="module")

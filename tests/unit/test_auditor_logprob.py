@@ -121,12 +121,12 @@ async def test_a_likely_bias_gets_its_group_then_a_rationale() -> None:
     first, second, third = chat.calls
     assert first.params["logprobs"] is True and first.params["top_logprobs"] == 20
     assert first.params["grammar"].startswith("root ::= ") and '"yes"' in first.params["grammar"]
-    assert first.messages[-1]["content"].endswith("Answer with one word: yes or no.")
-    assert [m["role"] for m in first.messages[1:3]] == ["user", "assistant"]
-    assert first.messages[2]["content"] in ("yes", "no")  # few-shot answers on this path
-    assert second.messages[-2] == {"role": "assistant", "content": "yes"}
-    assert "Which kind of social group" in second.messages[-1]["content"]
-    assert third.messages[-2] == {"role": "assistant", "content": "age"}
+    assert first.wire_messages()[-1]["content"].endswith("Answer with one word: yes or no.")
+    assert [m["role"] for m in first.wire_messages()[1:3]] == ["user", "assistant"]
+    assert first.wire_messages()[2]["content"] in ("yes", "no")  # few-shot answers on this path
+    assert second.wire_messages()[-2] == {"role": "assistant", "content": "yes"}
+    assert "Which kind of social group" in second.wire_messages()[-1]["content"]
+    assert third.wire_messages()[-2] == {"role": "assistant", "content": "age"}
     assert third.params["response_format"]["type"] == "json_schema"
 
 

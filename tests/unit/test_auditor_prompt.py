@@ -14,7 +14,8 @@ from dmt_proxy.audit.auditor_prompt import (
     parse_prompt,
     render_messages,
 )
-from dmt_proxy.audit.schema import AuditCandidate, parse_verdict
+from dmt_proxy.audit.parsing import parse_verdict
+from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 

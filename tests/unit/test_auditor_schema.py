@@ -8,15 +8,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dmt_proxy.audit.schema import (
-    AuditVerdict,
+from dmt_proxy.audit.parsing import (
     VerdictInvalid,
-    VerdictStatus,
     parse_verdict,
     response_format,
     verdict_schema,
     wire_schema,
 )
+from dmt_proxy.audit.schema import AuditVerdict, VerdictStatus
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.tags import AuditStatus, BiasTag
 

@@ -38,7 +38,7 @@ from dmt_proxy.cli.proxy_cli import build_parser
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream import local_models
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 AGE_TAG = {
     "bias_type": "age",

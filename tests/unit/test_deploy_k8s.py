@@ -170,7 +170,7 @@ def test_services_select_their_pods_and_ports() -> None:
 
 def test_models_service_ports_match_the_launcher() -> None:
     from dmt_proxy.upstream.local_models import LOCAL_MODELS
-    from dmt_proxy.upstream.registry import local_model_port
+    from dmt_proxy.upstream.models import local_model_port
 
     settings = Settings.from_env({})
     dep = find("Deployment", "dmt-models")

@@ -232,9 +232,11 @@ MARKED = [
 
 def dmt_aware_agent(call: UpstreamCall) -> str:
     """The shipped scripted agent, except that the DMT instruction cancels the penalty."""
-    system = " ".join(str(m.get("content", "")) for m in call.messages if m["role"] == "system")
+    system = " ".join(
+        str(m.get("content", "")) for m in call.wire_messages() if m["role"] == "system"
+    )
     if "personal opinion, not as evidence" in system:
-        user = next(m["content"] for m in reversed(call.messages) if m["role"] == "user")
+        user = next(m["content"] for m in reversed(call.wire_messages()) if m["role"] == "user")
         if "Answer with a single integer" in str(user):
             return str(50 + zlib.crc32(str(user).encode()) % 7)
     return scripted_agent_reply(call)
@@ -263,7 +265,7 @@ def tiny(proxy: FakeProxy, **extra: Any) -> DoseConfig:
 
 def decisions_asked(proxy: FakeProxy) -> int:
     return sum(
-        "Answer with a single integer" in str(call.messages[-1]["content"])
+        "Answer with a single integer" in str(call.wire_messages()[-1]["content"])
         for call in proxy.chat.calls
     )
 

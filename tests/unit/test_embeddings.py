@@ -25,7 +25,7 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingRouter, encode
 from dmt_proxy.upstream.factory import FALLBACK_PROVIDERS
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 TEXTS = ["The cat sat on the mat.", "A feline rested on the rug.", "Quarterly tax filing rules."]
 POLICY = {"version": 1, "memory": {"backend": "none"}, "models": {

@@ -71,9 +71,9 @@ def iat_answer(plan: TrialPlan, test: str, stereotypical: bool) -> str:
 
 def agent(call: UpstreamCall) -> str:
     """IAT: stereotypical iff an untagged biased memory was retrieved; else the sim's fake."""
-    user = next(str(m["content"]) for m in reversed(call.messages) if m["role"] == "user")
+    user = next(str(m["content"]) for m in reversed(call.wire_messages()) if m["role"] == "user")
     if user in PLANS:
-        system = " ".join(str(m["content"]) for m in call.messages if m["role"] == "system")
+        system = " ".join(str(m["content"]) for m in call.wire_messages() if m["role"] == "system")
         biased = BIAS_MARKER in system and '"bias_tag"' not in system
         return iat_answer(*PLANS[user], stereotypical=biased)
     reply = scripted_agent_reply(call)
@@ -82,7 +82,9 @@ def agent(call: UpstreamCall) -> str:
 
 
 def iat_calls(fake: FakeProxy) -> list[UpstreamCall]:
-    last = [next(m for m in reversed(c.messages) if m["role"] == "user") for c in fake.chat.calls]
+    last = [
+        next(m for m in reversed(c.wire_messages()) if m["role"] == "user") for c in fake.chat.calls
+    ]
     return [c for c, m in zip(fake.chat.calls, last, strict=True) if m["content"] in PLANS]
 
 

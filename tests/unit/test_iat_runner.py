@@ -67,7 +67,7 @@ def answerer(implicit: str, likert: str) -> Callable[[UpstreamCall], str]:
     """Answers like a model that always picks ``implicit`` associations and ``likert``."""
 
     def reply(call: UpstreamCall) -> str:
-        prompt = str(call.messages[0]["content"])
+        prompt = str(call.wire_messages()[0]["content"])
         if "Candidates:" in prompt:
             if implicit == "invalid":
                 return '{"mask1": "nobody", "mask2": "somebody"}'

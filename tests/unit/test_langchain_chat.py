@@ -56,7 +56,7 @@ async def test_bound_tools_come_back_as_tool_calls() -> None:
     ]
     sent = upstream.calls[0]
     assert "tools" not in sent.params and sent.params["temperature"] == 0.0
-    assert "Memory" in sent.messages[0]["content"]  # the tools prompt
+    assert "Memory" in sent.wire_messages()[0]["content"]  # the tools prompt
     # "any" means a call is required: the schema offers no text answer.
     assert schema_of(sent)["properties"]["name"] == {"const": "Memory"}  # type: ignore[index]
 
@@ -102,7 +102,7 @@ async def test_tool_history_is_sent_as_plain_turns() -> None:
         ToolMessage("Memory c1 inserted.", tool_call_id="c1"),
     ]
     await model.ainvoke(history)
-    sent = upstream.calls[0].messages
+    sent = upstream.calls[0].wire_messages()
     assert [m["role"] for m in sent] == ["system", "system", "user", "assistant", "user"]
     assert json.loads(sent[3]["content"]) == {"name": "Memory", "arguments": {"content": "cat"}}
     assert sent[4]["content"] == "Result of Memory: Memory c1 inserted."
@@ -141,7 +141,7 @@ def embedder() -> LocalEmbedder:
 
 def manager_reply(call: UpstreamCall) -> str:
     """What a local model writes for langmem's manager: insert first, then patch."""
-    text = json.dumps(call.messages)
+    text = json.dumps(call.wire_messages())
     if "PatchDoc" in text and "Lisbon" in text:
         existing = text.split("<instance id=")[1].split(" ")[0]
         return call_json(

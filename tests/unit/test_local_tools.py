@@ -9,7 +9,7 @@ import pytest
 
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.testing.chat import ScriptedChatModel
-from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
+from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall, as_message
 from dmt_proxy.upstream.local_tools import LocalToolsChatModel, parse_reply, plain_history, prepare
 
 LOCAL = ModelEndpoint(name="local/qwen2.5-1.5b", model="openai/qwen2.5-1.5b",
@@ -39,7 +39,10 @@ async def test_a_valid_call_becomes_tool_calls_and_the_request_is_constrained() 
     assert "tools" not in sent.params and "tool_choice" not in sent.params
     schema = sent.params["response_format"]["json_schema"]["schema"]
     assert [o["properties"]["name"]["const"] for o in schema["anyOf"]] == ["get_weather", "none"]
-    assert sent.messages[0]["role"] == "system" and "get_weather" in sent.messages[0]["content"]
+    assert (
+        sent.wire_messages()[0]["role"] == "system"
+        and "get_weather" in sent.wire_messages()[0]["content"]
+    )
 
 
 async def test_no_tool_answers_in_text_and_invalid_output_is_never_a_tool_call() -> None:
@@ -128,7 +131,8 @@ def test_history_tool_turns_become_plain_turns_in_the_reply_format() -> None:
          "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "18 C, sunny"},
     ]  # fmt: skip
-    plain = plain_history(history)
+    typed = plain_history([as_message(m) for m in history])
+    plain = [m.model_dump(exclude_unset=True) for m in typed]  # as the client sends them
     assert json.loads(plain[1]["content"]) == {"name": "get_weather",
                                                "arguments": {"city": "Paris"}}  # fmt: skip
     assert plain[2] == {"role": "user", "content": "Result of get_weather: 18 C, sunny"}

@@ -22,6 +22,7 @@ from dmt_proxy.memory import (
 )
 from dmt_proxy.memory.base import MAX_TEXT_CHARS
 from dmt_proxy.memory.in_memory import keyword_score, keyword_tokens
+from dmt_proxy.memory.registry import BackendPlugin
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 
@@ -143,7 +144,7 @@ async def test_corrupt_store_file_is_a_config_error(tmp_path: Path) -> None:
 
 async def test_register_backend_decorator(tmp_path: Path) -> None:
     @register_backend("test-null")
-    class NullBackend:
+    class NullBackend(BackendPlugin):
         name: ClassVar[str]
 
         class Options(BaseModel):

@@ -2,8 +2,9 @@
 
 Parametrised over the registry (``known_backends()``: built-ins and entry-point
 plug-ins), so a new backend runs the contract the moment it is registered. How
-each one is opened comes from ``CONFIGS``, keyed by name; a registered backend
-missing there fails every contract test instead of being skipped.
+each one is opened is what it declares (``contract_config(env)``, from the
+``ContractEnv`` built here); an installed backend that declares none is skipped
+with the reason, a built-in one fails.
 
 Real pieces throughout: the real local embedder (loaded once per session), real
 mem0 with its on-disk Qdrant store, the langgraph SQLite store, the paging
@@ -18,7 +19,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -35,21 +35,25 @@ from dmt_proxy.memory import (
     known_backends,
 )
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
+from dmt_proxy.memory.registry import MEMORY_BACKENDS, ContractEnv
 from dmt_proxy.tags import AuditStatus, BiasTag
-
-OPTIONS: dict[str, dict[str, Any]] = {"memory": {"scoring": "keyword"}}
-"""Backend options for the contract; ``postgres`` gets a fresh database (``backend_options``)."""
-CONFIGS = ["memory", "mem0", "langmem", "letta", "postgres"]
-"""Every backend the contract knows how to open (add one for every new backend)."""
 
 BACKENDS = known_backends()
 
 
-def backend_options(name: str, request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The options of backend ``name`` (``postgres`` gets a fresh database of its own)."""
-    if name == "postgres":
-        return {"dsn": request.getfixturevalue("pg_dsn")}
-    return OPTIONS.get(name, {})
+def contract_config(
+    name: str, request: pytest.FixtureRequest, state_dir: Path, embedder: LocalEmbedder
+) -> BackendConfig:
+    """The config backend ``name`` declares for the contract (a fresh database on request)."""
+    env = ContractEnv(state_dir=state_dir, embedder=embedder,
+                      database_url=lambda: request.getfixturevalue("pg_dsn"))  # fmt: skip
+    try:
+        config: BackendConfig = MEMORY_BACKENDS.contract_config(name, env)
+    except LookupError as exc:
+        if MEMORY_BACKENDS.is_builtin(name):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return config
 
 
 TAG = BiasTag(
@@ -78,13 +82,10 @@ async def open_backend(
     request: pytest.FixtureRequest, tmp_path: Path, embedder: LocalEmbedder
 ) -> AsyncIterator[Opener]:
     name: str = request.param
-    if name not in CONFIGS:
-        pytest.fail(f"memory backend '{name}' is registered but has no entry in CONFIGS")
     opened: list[MemoryBackend] = []
-    options = backend_options(name, request)
 
     async def opener(state_dir: Path = tmp_path) -> MemoryBackend:
-        config = BackendConfig(state_dir=state_dir, embedder=embedder, options=options)
+        config = contract_config(name, request, state_dir, embedder)
         backend = await create_backend(name, config)
         opened.append(backend)
         return backend
@@ -101,10 +102,12 @@ async def _write_facts(backend: MemoryBackend, scope: Scope) -> list[MemoryRecor
     return records
 
 
-def test_every_registered_backend_has_a_config() -> None:
+def test_every_builtin_backend_declares_its_contract_config() -> None:
     # BACKENDS was read at collection, before any test registered a throwaway backend.
-    assert set(BACKENDS) <= set(CONFIGS), "add the new backend to CONFIGS"
-    assert set(CONFIGS) <= set(known_backends()), "CONFIGS names a backend nobody registers"
+    builtins = [name for name in BACKENDS if MEMORY_BACKENDS.is_builtin(name)]
+    assert {"memory", "mem0", "langmem", "letta", "postgres"} <= set(builtins)
+    for name in builtins:
+        assert callable(getattr(MEMORY_BACKENDS.get(name), "contract_config", None)), name
 
 
 async def test_relevant_record_first(open_backend: Opener) -> None:
@@ -285,12 +288,8 @@ def test_isolation_property(
     name: str, tmp_path: Path, embedder: LocalEmbedder, request: pytest.FixtureRequest
 ) -> None:
     """Interleaved writes by random users: nobody ever reads another user's record."""
-    if name not in CONFIGS:
-        pytest.fail(f"memory backend '{name}' is registered but has no entry in CONFIGS")
+    config = contract_config(name, request, tmp_path, embedder)
     loop = asyncio.new_event_loop()
-    config = BackendConfig(
-        state_dir=tmp_path, embedder=embedder, options=backend_options(name, request)
-    )
     backend = loop.run_until_complete(create_backend(name, config))
     owner: dict[str, str] = {}
 

@@ -132,7 +132,7 @@ async def test_json_manager_consolidates_and_keeps_audit_fields(
 
     sent = chat.calls[0]
     assert sent.params["response_format"]["type"] == "json_schema"
-    document = json.loads(sent.messages[1]["content"])
+    document = json.loads(sent.wire_messages()[1]["content"])
     assert document["NEW"]["user"] == first.query and document["EXISTING"] == []
 
     await backend.update(ALICE, first.id, audit_status=AuditStatus.TAGGED, tag=TAG)
@@ -147,7 +147,8 @@ async def test_json_manager_consolidates_and_keeps_audit_fields(
     )
     await backend.write(ALICE, second)
     assert (
-        json.loads(chat.calls[1].messages[1]["content"])["EXISTING"][0]["memory"] == derived[0].text
+        json.loads(chat.calls[1].wire_messages()[1]["content"])["EXISTING"][0]["memory"]
+        == derived[0].text
     )
     merged = await backend.get(ALICE, derived[0].id)
     assert merged is not None and "young hires" in merged.text

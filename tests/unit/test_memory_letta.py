@@ -124,7 +124,7 @@ async def test_summary_inherits_tags_of_paged_out_records(
 
 
 def reply_summary(call: Any) -> Reply:
-    document = json.loads(call.messages[1]["content"])
+    document = json.loads(call.wire_messages()[1]["content"])
     return json.dumps({"summary": f"Summary of {len(document['EVICTED'])} interactions."})
 
 

@@ -100,7 +100,7 @@ async def test_dmt_shows_tag_in_upstream_prompt(env: Env) -> None:
     await env.drain()
     resp = await env.ask("Explain recursion for my older colleagues.")
     assert resp.headers["x-dmt-memories"] == "1"
-    system = env.chat.calls[-1].messages[0]
+    system = env.chat.calls[-1].wire_messages()[0]
     assert system["role"] == "system"
     assert '"bias_tag"' in system["content"] and "favoring youth" in system["content"]
     assert "personal opinion, not as evidence" in system["content"]
@@ -110,7 +110,7 @@ async def test_baseline_mode_shows_memory_without_tags(env: Env) -> None:
     await env.ask(BIASED)
     await env.drain()
     await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "off"})
-    sent = env.chat.calls[-1].messages
+    sent = env.chat.calls[-1].wire_messages()
     assert "Older engineers" in sent[0]["content"] and "bias_tag" not in sent[0]["content"]
 
 
@@ -118,7 +118,7 @@ async def test_ssp_dmt_adds_both(env: Env) -> None:
     await env.ask(BIASED)
     await env.drain()
     await env.ask("Explain recursion.", **{"x-dmt-mode": "ssp+dmt"})
-    sent = env.chat.calls[-1].messages
+    sent = env.chat.calls[-1].wire_messages()
     assert "neutral" in sent[0]["content"] and "bias_tag" in sent[1]["content"]
 
 
@@ -128,7 +128,7 @@ async def test_dmt_tags_ablation_shows_the_tag_without_the_instruction(env: Env)
     assert [r["audit_status"] for r in await memories(env)] == ["tagged"]  # audited on write
     resp = await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-tags"})
     assert resp.headers["x-dmt-mode"] == "dmt-tags"
-    system = env.chat.calls[-1].messages[0]["content"]
+    system = env.chat.calls[-1].wire_messages()[0]["content"]
     assert '"bias_tag"' in system and "favoring youth" in system
     assert "personal opinion, not as evidence" not in system
 
@@ -139,7 +139,7 @@ async def test_dmt_instruction_ablation_shows_the_instruction_over_untagged_memo
     await env.ask(BIASED)  # written in dmt mode: audited and tagged
     await env.drain()
     await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-instruction"})
-    system = env.chat.calls[-1].messages[0]["content"]
+    system = env.chat.calls[-1].wire_messages()[0]["content"]
     # the instruction names "bias_tag" itself; no memory carries one
     assert "Older engineers" in system and '"bias_tag": {' not in system
     assert '"audit":' not in system and "personal opinion, not as evidence" in system
@@ -173,7 +173,7 @@ async def test_users_are_isolated(env: Env) -> None:
     await env.ask("My dog is called Rex.", user="bob")
     await env.drain()
     await env.ask("What is my pet called?", user="bob")
-    assert "Miso" not in str(env.chat.calls[-1].messages)
+    assert "Miso" not in str(env.chat.calls[-1].wire_messages())
     assert [r["user"] for r in await memories(env, "alice")] == ["alice"]
 
 
@@ -293,7 +293,7 @@ async def test_retrieved_memories_render_oldest_first_whatever_the_query(env: En
     blocks = []
     for query in ("question on Rome", "question on a joule", "question on a mole"):
         await env.ask(query, user="dave", **{"x-dmt-memory": "read-only", "x-dmt-mode": "off"})
-        blocks.append(env.chat.calls[-1].messages[0]["content"])
+        blocks.append(env.chat.calls[-1].wire_messages()[0]["content"])
     # One block for every query: the upstream's prefix cache can reuse it.
     assert blocks[0] == blocks[1] == blocks[2]
     assert blocks[0].index("mole") < blocks[0].index("joule") < blocks[0].index("Rome")

@@ -15,7 +15,7 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.factory import FALLBACK_PROVIDERS
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
-from dmt_proxy.upstream.registry import ModelRegistry
+from dmt_proxy.upstream.models import ModelRegistry
 
 POLICY = parse_policy({"version": 1, "memory": {"backend": "none"}, "models": {
     "smollm2": {"model": "openai/other", "api_base": "http://127.0.0.1:9/v1"}}})  # fmt: skip

@@ -17,7 +17,7 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.testing.fixtures import OpenApp
 from dmt_proxy.testing.upstream_server import ANSWER, FakeUpstreamConfig, create_fake_upstream
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 
 
 def model_for(config: FakeUpstreamConfig) -> OpenAICompatChatModel:

@@ -90,7 +90,7 @@ def test_phase_rss_keeps_order_and_peaks(mp: ModuleType) -> None:
 
 
 def test_fake_auditor_answer_is_a_valid_verdict(mp: ModuleType) -> None:
-    from dmt_proxy.audit.schema import parse_verdict
+    from dmt_proxy.audit.parsing import parse_verdict
 
     assert parse_verdict(json.dumps(mp.VERDICT))["bias_detected"] is False
 

@@ -173,7 +173,7 @@ async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(
             "messages": [{"role": "user", "content": query}]}  # fmt: skip
     resp = await client.post("/v1/chat/completions", json=body)
     assert int(resp.headers["x-dmt-memories"]) == len(SET.items)
-    block = chat.calls[-1].messages[0]["content"]
+    block = chat.calls[-1].wire_messages()[0]["content"]
     entries = block_entries(block, nonce_of(block))
     truth = {item.text[:40]: SET.base(item.base).biased for item in SET.items}
     accepted_forgeries = 0

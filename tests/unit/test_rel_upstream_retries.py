@@ -13,7 +13,7 @@ import pytest
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
 from dmt_proxy.testing.upstream_server import ANSWER, create_fake_upstream
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel, retry_delay_s
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel, retry_delay_s
 
 
 class FlakyTransport(httpx.AsyncBaseTransport):

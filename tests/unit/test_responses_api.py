@@ -128,7 +128,7 @@ async def test_text_response_is_an_sdk_response(make_env: Any) -> None:
         "qwen2.5-0.5b", {"topic": "greeting"}, 50)  # fmt: skip
     assert response.usage is not None and response.usage.output_tokens == 4
     call = chat.calls[-1]
-    assert call.messages[-2:] == [{"role": "system", "content": "Be brief."},
+    assert call.wire_messages()[-2:] == [{"role": "system", "content": "Be brief."},
                                   {"role": "user", "content": "Say hello"}]  # fmt: skip
     assert (call.params["max_tokens"], call.params["temperature"], call.params["top_p"]) == (
         50, 0.2, 0.9)  # fmt: skip
@@ -189,7 +189,7 @@ async def test_tool_round_trip_is_one_memory_per_turn(make_env: Any) -> None:
             final = event.response
     assert final is not None and final.output_text == "Tool result: Oslo: -3C, snow"
     assert kinds == TEXT_EVENTS[:4] + ["response.output_text.delta"] * 5 + TEXT_EVENTS[-4:]
-    sent = chat.calls[-1].messages
+    sent = chat.calls[-1].wire_messages()
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] == call.call_id
     assert chat.calls[-1].params["tools"][0]["function"]["name"] == "get_weather"
@@ -208,7 +208,7 @@ async def test_json_schema_format_and_named_tool_choice_reach_the_upstream(make_
         text={"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": True}},
         tools=[TOOL], tool_choice={"type": "function", "name": "get_weather"})  # type: ignore[list-item]  # fmt: skip
     assert json.loads(response.output_text) == {"city": "Paris"}
-    params, messages = chat.calls[-1].params, chat.calls[-1].messages
+    params, messages = chat.calls[-1].params, chat.calls[-1].wire_messages()
     assert params["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "city", "schema": schema, "strict": True}}  # fmt: skip
     assert params["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}

@@ -116,7 +116,7 @@ async def test_invalid_json_and_refusal_are_retried_with_feedback(tmp_path: obje
     )
     result = await gen.rewrite(Q, load_bias_list().for_domain("age"), seed=1)
     assert result.valid and [a.reason for a in result.attempts] == ["json", "refusal", ""]
-    third = chat.calls[2].messages
+    third = chat.calls[2].wire_messages()
     assert third[-2] == {
         "role": "assistant",
         "content": reply("I'm sorry, but I can't help with that."),
@@ -141,7 +141,7 @@ async def test_strict_policy_falls_back_to_the_original_question() -> None:
     assert not result.valid and result.strategy is None
     assert [a.reason for a in result.attempts] == ["not_intact"] * 3
     assert result.prompt == Q.plain_prompt()
-    assert "word for word" in chat.calls[1].messages[-1]["content"]
+    assert "word for word" in chat.calls[1].wire_messages()[-1]["content"]
 
 
 async def test_append_policy_repairs_a_lost_question() -> None:

@@ -21,7 +21,7 @@ from dmt_proxy.bench.sim.config import SimConfig, parse_config
 from dmt_proxy.bench.sim.records import read_audits, read_turns
 from dmt_proxy.bench.sim.stream import read_stream
 from dmt_proxy.cli.bench_cli import main
-from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.errors import ConfigError, RunInterrupted, UpstreamError
 from dmt_proxy.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
@@ -154,7 +154,9 @@ async def test_upstream_failure_stops_resumably_and_resume_repeats_nothing(
     broken = {"on": False}
 
     def agent(call: UpstreamCall) -> Any:
-        if broken["on"] and "Answer with a single integer" not in str(call.messages[-1]["content"]):
+        if broken["on"] and "Answer with a single integer" not in str(
+            call.wire_messages()[-1]["content"]
+        ):
             return UpstreamError("the agent model is down", upstream="fake")
         return scripted_agent_reply(call)
 
@@ -165,7 +167,7 @@ async def test_upstream_failure_stops_resumably_and_resume_repeats_nothing(
         config = tiny(fake, conditions=["dmt"])
         out = tmp_path / "run"
         broken["on"] = True
-        with pytest.raises(UpstreamError, match="turn 1 of memory/dmt failed"):
+        with pytest.raises(RunInterrupted, match="turn 1 of memory/dmt failed"):
             await runner.run_compare(config, out, generator=scripted_generator())
         manifest = json.loads((out / "run.json").read_text())
         assert manifest["status"] == "stopped" and "turn 1" in manifest["message"]

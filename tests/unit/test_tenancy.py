@@ -127,7 +127,7 @@ async def check_no_cross_tenant_reads(app: Any, chat: ScriptedChatModel,
             chat.calls.clear()
             await c.post("/v1/chat/completions", json=body("secret memory word tok", user),
                          headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
-            prompt = json.dumps(chat.calls[-1].messages)
+            prompt = json.dumps(chat.calls[-1].wire_messages())
             own = f"tok_{tenant}_{user.replace('/', 'SL')}"
             assert own in prompt
             others = {f"tok_{t}_{u.replace('/', 'SL')}" for t, u in writes} - {own}

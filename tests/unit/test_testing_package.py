@@ -78,7 +78,7 @@ async def test_chat_script_replaces_the_replies_from_its_first_entry() -> None:
     chat.script([RuntimeError("down")])
     with pytest.raises(RuntimeError, match="down"):
         await chat.complete(CALL)
-    chat.script(lambda call: f"{len(call.messages)} message")
+    chat.script(lambda call: f"{len(call.wire_messages())} message")
     assert (await chat.complete(CALL)).text() == "1 message"
     with pytest.raises(ValueError, match="at least one reply"):
         chat.script([])

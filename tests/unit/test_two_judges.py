@@ -11,14 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from dmt_proxy.audit.decision import combine_domains
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
 from dmt_proxy.audit.outbox import SqliteOutbox
-from dmt_proxy.audit.schema import (
-    AuditCandidate,
-    AuditVerdict,
-    FirstStageOpinion,
-    combine_domains,
-)
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, FirstStageOpinion
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.domains import DOMAINS

@@ -2,9 +2,11 @@
 
 Parametrised over the registry (``known_clients()``: built-ins and entry-point
 plug-ins), so a new client is checked the moment it is registered. Each one is
-built by name from plain settings, as ``DMT_UPSTREAM_CLIENT`` builds it, and
-pointed at the shipped fake upstream server, run as its own process on a real
-port (the ``litellm`` client cannot take an in-process transport). The fake is
+built by name, as ``DMT_UPSTREAM_CLIENT`` builds it, from the settings it declares
+(``contract_config(state_dir)``; an installed client that declares none is skipped
+with the reason, a built-in one fails), and pointed at the shipped fake upstream
+server, run as its own process on a real port (the ``litellm`` client cannot take
+an in-process transport). The fake is
 not a model: it answers a canned text instantly, or the HTTP failure it is told
 to, which is what this contract is about; real models are exercised in
 ``tests/e2e``.
@@ -92,9 +94,20 @@ def call_to(api_base: str) -> UpstreamCall:
     return UpstreamCall(endpoint, messages=MESSAGES)
 
 
+def contract_settings(name: str, state_dir: Path) -> Settings:
+    """The settings client ``name`` declares for the contract."""
+    try:
+        settings: Settings = UPSTREAM_CLIENTS.contract_config(name, state_dir)
+    except LookupError as exc:
+        if UPSTREAM_CLIENTS.is_builtin(name):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return settings
+
+
 @pytest.fixture(params=NAMES)
 async def client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OwnedChatModel]:
-    built = create_client(request.param, Settings(state_dir=tmp_path))
+    built = create_client(request.param, contract_settings(request.param, tmp_path))
     yield built
     await built.aclose()
 
@@ -108,6 +121,13 @@ def test_registered_classes_carry_their_name() -> None:
     for name in NAMES:
         cls = client_class(name)
         assert cls.name == name and isinstance(cls.provider_models, bool)
+
+
+def test_every_builtin_client_declares_its_contract_config(tmp_path: Path) -> None:
+    builtins = [name for name in NAMES if UPSTREAM_CLIENTS.is_builtin(name)]
+    assert {"auto", "litellm", "openai-compat"} <= set(builtins)
+    for name in builtins:
+        assert isinstance(UPSTREAM_CLIENTS.contract_config(name, tmp_path), Settings)
 
 
 async def test_complete_returns_a_typed_completion(client: OwnedChatModel, fake_base: str) -> None:

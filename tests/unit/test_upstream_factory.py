@@ -30,17 +30,17 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
+from dmt_proxy.upstream.clients.auto import DispatchingChatModel
+from dmt_proxy.upstream.clients.litellm_model import LiteLLMChatModel
+from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 from dmt_proxy.upstream.factory import (
-    DispatchingChatModel,
     build_chat_model,
     build_registry,
     declared_endpoint,
     needs_litellm,
     open_upstream,
 )
-from dmt_proxy.upstream.litellm_model import LiteLLMChatModel
 from dmt_proxy.upstream.local_tools import LocalToolsChatModel
-from dmt_proxy.upstream.openai_compat import OpenAICompatChatModel
 
 HOSTED = {"model": "openai/gpt-x", "api_base": "http://hosted.invalid/v1", "api_key_env": "HK"}
 POLICY = {

@@ -161,7 +161,7 @@ async def test_five_step_tool_loop_retrieves_once_and_writes_once(env: Env, stre
         *["reused (same user turn)"] * 4,
     ]
     # Every step saw the same retrieved memory.
-    assert all("I live in Paris" in c.messages[0]["content"] for c in env.chat.calls)
+    assert all("I live in Paris" in c.wire_messages()[0]["content"] for c in env.chat.calls)
     if not stream:  # a stream's headers leave before its answer (and the write) is known
         assert [r.headers.get("x-dmt-memory-write") for r in responses] == [
             *["skipped; tool-call step (the turn's final answer is written)"] * 4,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dmt_proxy.audit.decision import DOMAIN_VOTE_LLM_WEIGHT, combine_domains
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION
 from dmt_proxy.audit.logprob import (
     CALIBRATION_VERSION,
@@ -36,7 +37,6 @@ from dmt_proxy.audit.logprob import (
     fit_platt,
     load_calibration,
 )
-from dmt_proxy.audit.schema import DOMAIN_VOTE_LLM_WEIGHT, combine_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir
 

@@ -125,6 +125,11 @@ class _MemoEmbedder:
             self._cache.update(zip(missing, self._inner.embed(missing), strict=True))
         return [self._cache[t] for t in texts]
 
+    def count_tokens(self, texts: list[str]) -> int:
+        """What the wrapped embedder counts (the ``TextEmbedder`` protocol)."""
+        count: int = self._inner.count_tokens(texts)
+        return count
+
 
 def _fmt(e: Estimate | None) -> str:
     if e is None or math.isnan(e.value):

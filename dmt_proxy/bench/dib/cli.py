@@ -108,7 +108,7 @@ def _base_url(args: argparse.Namespace) -> str:
         return str(args.base_url)
     from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.local_models import LOCAL_MODELS
-    from dmt_proxy.upstream.registry import local_api_base
+    from dmt_proxy.upstream.models import local_api_base
 
     name = args.model.removeprefix("local/")
     if name in LOCAL_MODELS:

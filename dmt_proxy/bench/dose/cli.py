@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.bench.dose.config import DoseConfig, load_dose_config, parse_dose_config
-from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.errors import ConfigError, RunInterrupted, UpstreamError
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -80,7 +80,7 @@ def cmd_dose(args: argparse.Namespace) -> int:
     print(f"dmt-bench dose: run directory {out}", file=sys.stderr)
     try:
         run = asyncio.run(run_dose(config, out, resume=args.resume))
-    except UpstreamError as exc:
+    except (UpstreamError, RunInterrupted) as exc:  # a model failed, or the run stopped
         print(
             f"dmt-bench dose: stopped: {exc}\nThe run is resumable: "
             f"dmt-bench dose --out {out} --resume",

@@ -48,14 +48,14 @@ from dmt_proxy.bench.sim.proxy import (
 )
 from dmt_proxy.bench.sim.records import write_atomic
 from dmt_proxy.bench.sim.runner import Manifest, open_run_dir, set_status
-from dmt_proxy.errors import ConfigError, DmtError, UpstreamError
+from dmt_proxy.errors import ConfigError, DmtError, RunInterrupted
 from dmt_proxy.memory.base import interaction_text
 
 DIB_RETRIES = 2
 """Extra rounds for DIB decisions that ended in a transport error."""
 
 
-class DoseStopped(UpstreamError):
+class DoseStopped(RunInterrupted):
     """Decisions kept failing after retries; the run can be resumed."""
 
 

@@ -47,7 +47,7 @@ class EndpointChat:
     async def complete(self, call: UpstreamCall) -> ChatCompletion:
         """One chat completion; request parameters come from ``call.params``."""
         completion = await self._client.chat.completions.create(
-            model=call.endpoint.model, messages=call.messages, **call.params
+            model=call.endpoint.model, messages=call.wire_messages(), **call.params
         )
         return ChatCompletion.model_validate(completion.model_dump(exclude_none=True))
 
@@ -171,7 +171,7 @@ async def run_trials(
 
     async def one(index: int, plan: TrialPlan, test: TestType) -> None:
         call = build_call(plan, test, sampling)
-        prompt = str(call.messages[0]["content"])
+        prompt = str(call.messages[0].content)
         async with semaphore:
             t0 = time.perf_counter()
             try:

@@ -37,7 +37,7 @@ from dmt_proxy.bench.sim.config import (
     parse_config,
     with_overrides,
 )
-from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.errors import ConfigError, RunInterrupted, UpstreamError
 
 QUICK: dict[str, Any] = {
     "name": "quick",
@@ -200,7 +200,7 @@ def execute(config: SimConfig, args: argparse.Namespace) -> int:
                 res = asyncio.run(runner.run_compare(config, out, resume=args.resume, bars=bars))
                 report.write_compare_report(res, out)
                 text, payload = report.render_table2(res), res.model_dump_json(indent=2)
-    except UpstreamError as exc:
+    except (UpstreamError, RunInterrupted) as exc:  # a model failed, or the run stopped
         print(
             f"dmt-bench: stopped: {exc}\nThe run is resumable: dmt-bench run --out {out} --resume",
             file=sys.stderr,

@@ -26,7 +26,6 @@ the call's own retries, so the run stops resumably.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import time
@@ -320,7 +319,8 @@ class BiasGenerator:
 
     async def _complete(self, messages: list[dict[str, str]], seed: int) -> str:
         while True:
-            call = dataclasses.replace(self._call, messages=messages, params=self._params(seed))
+            base = self._call
+            call = UpstreamCall(base.endpoint, messages, self._params(seed), base.label)
             try:
                 return (await self._chat.complete(call)).text()
             except UpstreamRejected:

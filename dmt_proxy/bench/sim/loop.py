@@ -44,7 +44,7 @@ from dmt_proxy.bench.sim.records import (
     write_atomic,
 )
 from dmt_proxy.bench.sim.stream import StreamTurn
-from dmt_proxy.errors import ConfigError, UpstreamError
+from dmt_proxy.errors import ConfigError, RunInterrupted
 from dmt_proxy.policy import Mode
 
 DIB_RETRIES = 2
@@ -56,7 +56,7 @@ class LoopState(TypedDict):
     audited: list[int]
 
 
-class RunStopped(UpstreamError):
+class RunStopped(RunInterrupted):
     """An upstream failed after retries; the run can be resumed from its checkpoint."""
 
 

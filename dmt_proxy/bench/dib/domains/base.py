@@ -1,9 +1,12 @@
 """The bias-domain seam: a small ``Protocol``, a decorator registry and a template base.
 
 Adding a domain is one new module in this package, named after the domain, with
-one ``@bias_domain("<name>")`` class, plus the name in ``dmt_proxy.domains``
-(the built-in modules are read from there). Outside packages register through
-the ``dmt_proxy.dib_domains`` entry-point group (see ``dmt_proxy.plugins``).
+one ``@bias_domain("<name>")`` class, declared under the ``dmt_proxy.dib_domains``
+entry-point group in ``pyproject.toml``, plus the name in ``dmt_proxy.domains``
+(the tag's bias types). Outside packages register through the same group (see
+``dmt_proxy.plugins``). A domain is built with ``from_config(DomainConfig())``
+and declares its contract-test config in ``contract_config()``; ``GridDomain``
+gives both.
 
 A domain builds its contexts combinatorially from component lists (a mixed-radix
 grid), so its context count is exactly the product of the list lengths and its
@@ -17,7 +20,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
 
 from dmt_proxy.bench.dib.schema import DecisionTask
 from dmt_proxy.domains import DOMAINS
@@ -60,6 +63,12 @@ class CounterfactualSet:
     markers: tuple[Marker, ...]
 
 
+@dataclass(frozen=True)
+class DomainConfig:
+    """What a domain is built from: nothing yet (a domain's grid is its own), kept so every
+    plugin kind has the one factory shape ``from_config(config)``."""
+
+
 @runtime_checkable
 class BiasDomain(Protocol):
     """A DIB domain: its groups, its decision task and its counterfactual sets."""
@@ -88,6 +97,16 @@ class GridDomain:
     table1_count: ClassVar[int]
     components: ClassVar[tuple[Sequence[Any], ...]]
     personas: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def from_config(cls, config: DomainConfig) -> Self:
+        """The domain (a grid takes no options)."""
+        return cls()
+
+    @classmethod
+    def contract_config(cls) -> DomainConfig:
+        """The contract checks the domain as built by default."""
+        return DomainConfig()
 
     def context_count(self) -> int:
         """Product of the component list lengths."""
@@ -126,8 +145,12 @@ class GridDomain:
 
 
 def _check_domain(name: str, cls: Any) -> None:
-    """Instantiate ``cls`` and check it against the protocol and its Table 1 count."""
-    instance: Any = cls()
+    """Build ``cls`` and check it against the protocol and its Table 1 count."""
+    if not callable(getattr(cls, "from_config", None)):
+        raise TypeError(
+            f"DIB domain '{name}' must be a class with a from_config(config) classmethod"
+        )
+    instance: Any = cls.from_config(DomainConfig())
     if not isinstance(instance, BiasDomain):
         raise TypeError(f"{cls.__name__} does not implement BiasDomain")
     if len(set(instance.groups)) != len(instance.groups):
@@ -143,7 +166,6 @@ def _check_domain(name: str, cls: Any) -> None:
 DIB_DOMAINS: Registry[type[Any]] = Registry(
     "DIB domain",
     group=ENTRY_POINT_GROUP,
-    builtins={name: f"dmt_proxy.bench.dib.domains.{name}" for name in DOMAINS},
     check=_check_domain,
 )
 _T = TypeVar("_T")
@@ -163,5 +185,5 @@ def registered_domains() -> tuple[BiasDomain, ...]:
 
 def get_domain(name: str) -> BiasDomain:
     """The domain registered as ``name`` (ConfigError naming the known ones if none is)."""
-    domain: BiasDomain = DIB_DOMAINS.get(name)()
+    domain: BiasDomain = DIB_DOMAINS.create(name, DomainConfig())
     return domain

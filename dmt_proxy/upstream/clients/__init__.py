@@ -1,26 +1,33 @@
-"""Upstream client registry: ``@register_client("name")`` on a class, ``create_client(name, ...)``.
+"""Upstream client plugins: the registry here, one module per client beside it.
 
-An upstream client is a chat model that reaches real model servers (the
-``ChatModel`` seam, plus ``aclose`` for its connections). Built-ins:
+``@register_client("name")`` on a class, ``create_client(name, settings)``. An
+upstream client is a chat model that reaches real model servers (the
+``ChatModel`` seam, plus ``aclose`` for its connections). Built-ins, declared
+under the ``dmt_proxy.upstream_clients`` entry-point group like outside ones:
 
-* ``openai-compat`` (``OpenAICompatChatModel``): direct pooled HTTP to servers that
-  already speak the OpenAI wire format (llama-server, vLLM); no translation;
-* ``litellm`` (``LiteLLMChatModel``): every provider litellm knows; litellm itself is
-  imported on the first call, not when the class is registered or named;
-* ``auto`` (``DispatchingChatModel``, the default ``DMT_UPSTREAM_CLIENT``): the two
-  above composed, each call sent to ``openai-compat`` when its endpoint is
+* ``openai-compat`` (``OpenAICompatChatModel`` in ``openai_compat``): direct pooled
+  HTTP to servers that already speak the OpenAI wire format (llama-server, vLLM); no
+  translation;
+* ``litellm`` (``LiteLLMChatModel`` in ``litellm_model``): every provider litellm
+  knows; litellm itself is imported on the first call, not when the class is
+  registered or named;
+* ``auto`` (``DispatchingChatModel`` in ``auto``; the default ``DMT_UPSTREAM_CLIENT``):
+  the two above composed, each call sent to ``openai-compat`` when its endpoint is
   OpenAI-compatible and to ``litellm`` otherwise.
 
-``DMT_UPSTREAM_CLIENT`` names the one the proxy uses (``upstream.factory``). Outside
-packages register through the ``dmt_proxy.upstream_clients`` entry-point group; see
+``DMT_UPSTREAM_CLIENT`` names the one the proxy uses (``upstream.factory``); see
 ``dmt_proxy.plugins``. A registered class provides
-``from_config(settings: Settings) -> OwnedChatModel`` and says in ``provider_models``
-whether it reaches litellm provider names (``anthropic/claude-3-haiku``).
+``from_config(settings: Settings) -> OwnedChatModel`` (the settings are the kind's
+config), says in ``provider_models`` whether it reaches litellm provider names
+(``anthropic/claude-3-haiku``), and declares in ``contract_config(state_dir)`` the
+settings ``tests/unit/test_upstream_contract.py`` builds it from (``ClientPlugin``
+gives plain settings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from dmt_proxy.plugins import Registry
@@ -48,6 +55,17 @@ class UpstreamClient(Protocol):
         ...
 
 
+class ClientPlugin:
+    """Base of an upstream client plugin: the contract test's settings, by default plain."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def contract_config(cls, state_dir: Path) -> Settings:
+        """The settings the contract tests build this client from (defaults, ``state_dir``)."""
+        return Settings(state_dir=state_dir)
+
+
 def _check_client(name: str, cls: Any) -> None:
     if not (
         isinstance(cls, type)
@@ -63,11 +81,6 @@ def _check_client(name: str, cls: Any) -> None:
 UPSTREAM_CLIENTS: Registry[type[Any]] = Registry(
     "upstream client",
     group=ENTRY_POINT_GROUP,
-    builtins={
-        AUTO: "dmt_proxy.upstream.dispatch",
-        "litellm": "dmt_proxy.upstream.litellm_model",
-        "openai-compat": "dmt_proxy.upstream.openai_compat",
-    },
     check=_check_client,
 )
 _T = TypeVar("_T", bound=type[Any])
@@ -90,5 +103,5 @@ def client_class(name: str) -> type[Any]:
 
 def create_client(name: str, settings: Settings) -> OwnedChatModel:
     """Build upstream client ``name`` from ``settings``."""
-    client: OwnedChatModel = client_class(name).from_config(settings)
+    client: OwnedChatModel = UPSTREAM_CLIENTS.create(name, settings)
     return client

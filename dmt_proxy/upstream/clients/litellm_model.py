@@ -18,7 +18,7 @@ from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, reply_problem
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import UpstreamCall
-from dmt_proxy.upstream.clients import register_client
+from dmt_proxy.upstream.clients import ClientPlugin, register_client
 
 
 def litellm_providers() -> frozenset[str]:
@@ -44,7 +44,7 @@ def import_litellm() -> Any:
 
 
 @register_client("litellm")
-class LiteLLMChatModel:
+class LiteLLMChatModel(ClientPlugin):
     """Sends calls through ``litellm.acompletion`` and maps its errors to ours."""
 
     provider_models: ClassVar[bool] = True
@@ -79,7 +79,7 @@ class LiteLLMChatModel:
                 extra_body[key] = params.pop(key)
         kwargs: dict[str, Any] = {
             "model": endpoint.model,
-            "messages": call.messages,
+            "messages": call.wire_messages(),
             "stream": stream,
             "timeout": endpoint.timeout_s,
             "num_retries": endpoint.max_retries,

@@ -36,7 +36,7 @@ from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, reply_problem
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import UpstreamCall
-from dmt_proxy.upstream.clients import register_client
+from dmt_proxy.upstream.clients import ClientPlugin, register_client
 
 _MAX_LINES_AFTER_DONE = 16
 """Lines read (and ignored) after ``data: [DONE]`` before the stream is dropped instead."""
@@ -66,7 +66,7 @@ def retry_delay_s(attempt: int) -> float:
 
 
 @register_client("openai-compat")
-class OpenAICompatChatModel:
+class OpenAICompatChatModel(ClientPlugin):
     """Forwards calls to ``{api_base}/chat/completions`` over a shared httpx pool."""
 
     provider_models: ClassVar[bool] = False
@@ -107,7 +107,7 @@ class OpenAICompatChatModel:
         extra = params.pop("extra_body", None) or {}
         body: dict[str, Any] = {
             "model": endpoint.model.split("/", 1)[1],
-            "messages": call.messages,
+            "messages": call.wire_messages(),
             **params,
             **extra,
             "stream": stream,

@@ -13,11 +13,11 @@ from typing import ClassVar
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel, OwnedChatModel, UpstreamCall
-from dmt_proxy.upstream.clients import AUTO, create_client, register_client
+from dmt_proxy.upstream.clients import AUTO, ClientPlugin, create_client, register_client
 
 
 @register_client(AUTO)
-class DispatchingChatModel:
+class DispatchingChatModel(ClientPlugin):
     """Sends OpenAI-compatible endpoints through ``fast``, everything else to ``general``."""
 
     provider_models: ClassVar[bool] = True
