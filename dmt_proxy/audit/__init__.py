@@ -9,7 +9,8 @@ The optional embedding first stage lives in ``dmt_proxy.audit.first_stage``
 (imported on demand: it needs numpy).
 """
 
-from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.registry import (
     AuditorConfig,
     create_auditor,

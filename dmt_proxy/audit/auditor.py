@@ -1,4 +1,5 @@
-"""The auditor seam and the LLM auditor (paper §6.2: an isolated, stateless Audit Agent).
+"""The LLM auditor (paper §6.2: an isolated, stateless Audit Agent); the seam it
+implements, ``Auditor``, is in ``dmt_proxy.audit.protocol``.
 
 Every ``audit`` call builds a fresh context (system prompt, few-shot turns, the
 neutralized memory); the auditor never sees the memory store or earlier audits.
@@ -32,7 +33,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.logprob import (
@@ -48,6 +49,7 @@ from dmt_proxy.audit.logprob import (
     p_yes,
     reply_logprobs,
 )
+from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.registry import AuditorConfig, register_auditor
 from dmt_proxy.audit.schema import (
     AuditCandidate,
@@ -84,26 +86,6 @@ _RATIONALE_SCHEMA = {
 
 # Slack on top of the call's own timeout before we stop waiting ourselves.
 _TIMEOUT_GRACE_S = 5.0
-
-
-class Auditor(Protocol):
-    """Anything that turns a memory write into a verdict."""
-
-    async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
-        """Judge one memory; raise ``AuditorUnavailable`` only when the upstream failed."""
-        ...
-
-
-class AuditorUnavailable(UpstreamError):
-    """The auditor model could not be reached or did not answer in time."""
-
-    error_type = "auditor_unavailable"
-
-    def __init__(self, message: str, *, upstream: str, retryable: bool) -> None:
-        super().__init__(message, upstream=upstream, status_code=503 if retryable else 502)
-        self.retryable = retryable
-        """True for timeouts, rate limits and server errors; false for a rejected request
-        (bad model name, unsupported parameter): retrying that cannot help."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from pydantic import BaseModel, Field
 
-from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
+from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError

@@ -26,9 +26,9 @@ from dmt_proxy.audit.normalize import excerpt, normalize_memory
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
-    from dmt_proxy.audit.auditor import Auditor
     from dmt_proxy.audit.first_stage import EmbeddingFirstStage, FirstStageDecision
     from dmt_proxy.audit.logprob import JudgeFusion
+    from dmt_proxy.audit.protocol import Auditor
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import Policy
     from dmt_proxy.tags import Finding

@@ -26,8 +26,8 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
 from dmt_proxy.audit.outbox import Outbox, OutboxItem
+from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict
 from dmt_proxy.audit.stages import FIRST_STAGE_LABEL
 from dmt_proxy.memory.base import (

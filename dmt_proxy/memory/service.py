@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.auditor import Auditor
 from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
+from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.audit.worker import OutboxWorker, drain

@@ -31,7 +31,7 @@ from dmt_proxy.audit import (
     create_auditor,
     known_auditors,
 )
-from dmt_proxy.audit.auditor import Auditor
+from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.audit.registry import AUDITORS
 from dmt_proxy.audit.schema import verdict_schema
 from dmt_proxy.domains import BIAS_TYPES

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.auditor import AuditorUnavailable
 from dmt_proxy.audit.backfill import backfill, backfill_store
+from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.cli.proxy_cli import main
 from dmt_proxy.memory.base import MemoryRecord, Scope

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import dmt_proxy
-from dmt_proxy.audit.auditor import AuditorUnavailable
 from dmt_proxy.audit.outbox import SqliteOutbox
+from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.exchange import Exchange, MemoryAccess, RequestContext
 from dmt_proxy.memory.base import MemoryRecord, Scope
