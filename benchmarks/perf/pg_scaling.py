@@ -199,8 +199,8 @@ async def latency_row(cluster: Any, tmp: Path, n: int, args: argparse.Namespace,
 
 async def throughput_row(cluster: Any, tmp: Path, workers: int, args: argparse.Namespace,
                          policy: Path) -> dict[str, Any]:  # fmt: skip
-    from dmt_proxy.audit.pg_outbox import PostgresOutbox
     from dmt_proxy.memory.base import Scope
+    from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 
     dsn = cluster.create_database()
     env = {**os.environ, "DMT_LOG_LEVEL": "info", "DMT_DATABASE_URL": dsn}

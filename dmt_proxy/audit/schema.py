@@ -57,6 +57,8 @@ VERDICT_SCHEMA_NAME = "auditor_verdict"
 _TAG_LIMITS = {"target_group": 200, "tendency": 200, "rationale": 1000}
 
 
+FIRST_STAGE_LABEL = "first-stage-embedding"
+"""The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
 DOMAIN_VOTE_LLM_WEIGHT = 0.5
 """The LLM's share of the combined domain vote (the classifier's head has the rest)."""
 

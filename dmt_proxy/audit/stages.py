@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
     from dmt_proxy.audit.first_stage import EmbeddingFirstStage, FirstStageDecision
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from dmt_proxy.upstream.base import ChatModel
     from dmt_proxy.upstream.registry import ModelRegistry
 
-FIRST_STAGE_LABEL = "first-stage-embedding"
-"""The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
 AUDIT_MAX_CHARS = 2800
 """Characters of a memory the judges see; longer memories are judged on an excerpt. Below
 the LLM prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``) with room for the marker."""

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from dmt_proxy.audit import AuditCandidate, LLMAuditor
-from dmt_proxy.audit.schema import parse_verdict
+from dmt_proxy.audit.auditor import LLMAuditor
+from dmt_proxy.audit.schema import AuditCandidate, parse_verdict
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import load_policy

@@ -41,6 +41,10 @@ SHARED_SERVICE_MODULES = frozenset(
     {"dmt_proxy.metrics", "dmt_proxy.embedder", "dmt_proxy.minilm", "dmt_proxy.plugins"}
 )
 WEB_FRAMEWORKS = ("fastapi", "starlette")
+AUDIT_SEAM = frozenset({"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema"})
+"""What of ``audit/`` the memory side may import: the ``Auditor`` protocol and the verdict types."""
+AUDIT_COMPOSITION = frozenset({("dmt_proxy.memory.assembly", "dmt_proxy.audit.stages")})
+"""The one place the memory side builds the audit pipeline (named on the page)."""
 
 FRAMEWORK_EXCEPTIONS: dict[str, str] = {}
 UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {}
@@ -262,6 +266,34 @@ def test_nothing_in_audit_or_the_memory_package_imports_the_memory_service() -> 
         if any(i.target == "dmt_proxy.memory.service" for i in imports(module))
     }
     assert importers == set()
+
+
+def test_audit_imports_nothing_of_the_memory_side_beyond_plain_types() -> None:
+    # audit/ only judges: the write path, rendering and the service are memory's.
+    problems = [
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_proxy.audit")
+        for i in imports(module)
+        if within(i.target, "dmt_proxy.memory") and i.target not in PLAIN_TYPES
+    ]
+    assert problems == []
+
+
+def test_memory_sees_the_audit_only_through_its_seam() -> None:
+    problems = [
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_proxy.memory")
+        for i in imports(module)
+        if within(i.target, "dmt_proxy.audit")
+        and i.target not in AUDIT_SEAM
+        and (module, i.target) not in AUDIT_COMPOSITION
+    ]
+    assert problems == []
+    assert all(
+        any(i.target == target for i in imports(module)) for module, target in AUDIT_COMPOSITION
+    ), "the composition no longer builds the audit pipeline: drop it from AUDIT_COMPOSITION"
 
 
 def test_the_exceptions_are_on_the_page() -> None:

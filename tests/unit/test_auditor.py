@@ -13,14 +13,9 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.audit import (
-    AuditCandidate,
-    AuditorOptions,
-    AuditorUnavailable,
-    AuditVerdict,
-    LLMAuditor,
-    VerdictStatus,
-)
+from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.protocol import AuditorUnavailable
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Policy, TagAction

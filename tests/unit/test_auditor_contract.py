@@ -22,18 +22,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dmt_proxy.audit import (
-    AuditCandidate,
-    AuditorConfig,
-    AuditVerdict,
-    LLMAuditor,
-    VerdictStatus,
-    create_auditor,
-    known_auditors,
-)
+from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.protocol import Auditor
-from dmt_proxy.audit.registry import AUDITORS
-from dmt_proxy.audit.schema import verdict_schema
+from dmt_proxy.audit.registry import AUDITORS, AuditorConfig, create_auditor, known_auditors
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus, verdict_schema
 from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import AuditPolicy

@@ -2,8 +2,8 @@
 
 ``Outbox`` is what the memory service and the worker use; ``OutboxItem`` is one row.
 Two implementations: ``SqliteOutbox`` here, the single-process default, and
-``dmt_proxy.audit.pg_outbox.PostgresOutbox``, shared by any number of proxies and
-workers (``DMT_OUTBOX``; see ``dmt_proxy.memory.service``).
+``dmt_proxy.memory.write.pg_outbox.PostgresOutbox``, shared by any number of proxies and
+workers (``DMT_OUTBOX``; see ``dmt_proxy.memory.assembly.build_outbox``).
 
 ``SqliteOutbox``: SQLite in WAL mode under the state directory. ``enqueue`` returns only after the
 row is committed (``synchronous=FULL``: it survives a killed process and a power

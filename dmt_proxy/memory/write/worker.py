@@ -26,10 +26,8 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from dmt_proxy.audit.outbox import Outbox, OutboxItem
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
-from dmt_proxy.audit.schema import AuditCandidate, AuditDecision, AuditVerdict
-from dmt_proxy.audit.stages import FIRST_STAGE_LABEL
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditDecision, AuditVerdict
 from dmt_proxy.memory.base import (
     CUT_MARKER,
     MAX_TEXT_CHARS,
@@ -38,6 +36,7 @@ from dmt_proxy.memory.base import (
     Scope,
     interaction_text,
 )
+from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus, FindingKind

@@ -1,10 +1,9 @@
 """Audit memories that were written without an audit (before the proxy, or with mode off).
 
-``dmt-proxy audit-backfill`` (``backfill_store``) opens the memory store directly,
-so the proxy must not be running on the same state directory (Qdrant's local mode
-allows one client). It opens the store, the models and the auditor exactly as the
-app does (``open_upstream``, ``open_policy_backend``, ``build_audit_pipeline``), so the
-policy's backend options pick the same store.
+``backfill`` re-audits the records of a store with any ``Auditor`` and stores each
+decision as the outbox worker does. ``dmt-proxy audit-backfill`` runs it through
+``dmt_proxy.memory.assembly.backfill_store``, which opens the store, the models and
+the audit pipeline exactly as the app does.
 """
 
 from __future__ import annotations
@@ -16,15 +15,9 @@ from pydantic import BaseModel, Field
 
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate
-from dmt_proxy.audit.stages import build_audit_pipeline
-from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, Scope
-from dmt_proxy.memory.registry import open_policy_backend
-from dmt_proxy.policy import AuditPolicy, Policy
-from dmt_proxy.settings import Settings
+from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus
-from dmt_proxy.upstream.base import ChatModel
-from dmt_proxy.upstream.factory import open_upstream
 
 DEFAULT_STATUSES = frozenset({AuditStatus.UNAUDITED, AuditStatus.FAILED})
 
@@ -80,45 +73,3 @@ async def backfill(
             progress(f"{record.id} ({user}): {decision.status.value} - {decision.reason}")
     report.outcomes = dict(outcomes)
     return report
-
-
-async def backfill_store(
-    settings: Settings,
-    policy: Policy,
-    users: Iterable[str] = (),
-    *,
-    statuses: frozenset[AuditStatus] = DEFAULT_STATUSES,
-    chat: ChatModel | None = None,
-    progress: Callable[[str], None] = lambda _m: None,
-) -> BackfillReport:
-    """Backfill the policy's store with the policy's auditor (every user when ``users`` is empty).
-
-    ``chat`` replaces the production chat model, as in ``create_app``.
-    """
-    upstream = await open_upstream(settings, policy, chat=chat)
-    try:
-        try:
-            backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: "
-                f"{exc}. Is a proxy running on this state directory? Stop it first."
-            ) from exc
-        try:
-            chosen = list(users) or await _all_users(backend, policy.memory.backend)
-            auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
-            return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
-                                  progress=progress)  # fmt: skip
-        finally:
-            await backend.close()
-    finally:
-        await upstream.aclose()
-
-
-async def _all_users(backend: MemoryBackend, name: str) -> list[str]:
-    lister = getattr(backend, "users", None)
-    if lister is None:
-        raise ConfigError(f"the {name} backend cannot list users: pass --user")
-    return list(await lister())
