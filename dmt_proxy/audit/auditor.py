@@ -60,7 +60,6 @@ from dmt_proxy.audit.schema import (
     response_format,
 )
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy, VerdictMode
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
@@ -128,7 +127,8 @@ _REPAIR = (
 
 @register_auditor("llm")
 class LLMAuditor:
-    """Audits with a chat model; counts outcomes, tags and latency when given ``metrics``.
+    """Audits with a chat model: a verdict, never a decision (the write path decides and
+    counts, ``dmt_proxy.memory.write.verdicts``).
 
     Each call waits ``endpoint.timeout_s`` and is never retried here: the outbox
     worker retries with back-off.
@@ -147,10 +147,8 @@ class LLMAuditor:
             # llama.cpp's grammar field goes only to servers known to be llama-server.
             grammar=config.endpoint.kind == "local",
         )  # fmt: skip
-        return cls(
-            config.chat, config.endpoint, options=options, prompt_version=policy.auditor_prompt,
-            policy=policy, metrics=config.metrics,
-        )  # fmt: skip
+        return cls(config.chat, config.endpoint, options=options,
+                   prompt_version=policy.auditor_prompt, policy=policy)  # fmt: skip
 
     def __init__(
         self,
@@ -160,14 +158,12 @@ class LLMAuditor:
         options: AuditorOptions | None = None,
         prompt_version: str = DEFAULT_PROMPT_VERSION,
         policy: AuditPolicy | None = None,
-        metrics: Metrics | None = None,
     ) -> None:
         self._chat = chat
         self._endpoint = endpoint.model_copy(update={"max_retries": 0})
         self._options = options or AuditorOptions()
         self._prompt = load_auditor_prompt(prompt_version)
         self._policy = policy or AuditPolicy()
-        self._metrics = metrics
         self._path = self._options.verdict
         if self._path == "logprob" and not self._prompt.supports_logprob:
             raise ConfigError(f"auditor prompt {prompt_version} has no log-prob turns; "
@@ -216,7 +212,6 @@ class LLMAuditor:
                 if path == "auto" and not exc.retryable:
                     return await self._fall_back(candidate, started, exc.message)
                 raise
-            self._record(verdict)
             return verdict
         return await self._audit_json(candidate, started)
 
@@ -253,7 +248,6 @@ class LLMAuditor:
                     latency_s=time.perf_counter() - started, raw_reply=reply,
                 )  # fmt: skip
                 log.warning("auditor %s failed: %s", self.label, verdict.failure_reason)
-        self._record(verdict)
         return verdict
 
     def _verdict(self, data: dict[str, Any], *, attempts: int, started: float) -> AuditVerdict:
@@ -380,15 +374,3 @@ class LLMAuditor:
 
     async def _ask(self, messages: list[dict[str, Any]]) -> str:
         return (await self._complete(messages, self._options.params())).text()
-
-    def _record(self, verdict: AuditVerdict) -> None:
-        decision = verdict.decide(self._policy)
-        if decision.inconsistent:
-            log.info("auditor %s: %s", self.label, decision.reason)
-        if self._metrics is None:
-            return
-        self._metrics.audits.labels(decision.outcome).inc()
-        self._metrics.audit_duration.observe(verdict.latency_s)
-        tag = decision.tag
-        if tag is not None and tag.bias_type is not None and decision.action is not None:
-            self._metrics.tags.labels(tag.bias_type, decision.action.value).inc()

@@ -3,7 +3,8 @@
 The auditor model's reply is parsed and validated with ``jsonschema`` against
 ``auditor_prompts/auditor_verdict.schema.json`` before anything is built from it.
 The decision (clean / tagged / quarantined / failed) is a pure function of a
-verdict and the policy, so the auditor's metrics and the worker agree on it.
+verdict and the policy, taken once per memory on the write path
+(``dmt_proxy.memory.write.verdicts.store_verdict``); the outbox worker counts it.
 
 Decision rule (paper §6.2, "if the suspicion of bias exceeds τ"): a memory is
 tagged iff the verdict is valid, ``bias_detected`` is true and

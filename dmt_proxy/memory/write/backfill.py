@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.write.verdicts import store_verdict
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus
 
@@ -60,14 +61,9 @@ async def backfill(
                     f"{record.id}: auditor unavailable ({exc.message}); left as {record.audit_status.value}"
                 )
                 continue
-            decision = verdict.decide(policy)
+            decision = await store_verdict(backend, record.scope, record.id, verdict, policy)
             if not decision.store:
-                await backend.delete(record.scope, record.id)
                 report.dropped += 1
-            else:
-                await backend.update(
-                    record.scope, record.id, audit_status=decision.status, tag=decision.tag
-                )
             report.audited += 1
             outcomes[decision.status.value] += 1
             progress(f"{record.id} ({user}): {decision.status.value} - {decision.reason}")

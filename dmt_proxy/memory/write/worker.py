@@ -9,8 +9,9 @@ at most the step it was in:
 1. the record is written to the backend under its final id with status
    ``pending`` (DMT modes) or ``unaudited`` (no DMT), and the row is marked stored;
 2. in DMT modes the auditor judges it; the verdict is saved on the row, the
-   policy decides (tag, quarantine, drop, clean or failed) and the record is
-   updated; then the row is deleted.
+   policy decides (tag, quarantine, drop, clean or failed: ``store_verdict``, the
+   one place a verdict is decided) and the record is updated; then the row is
+   deleted, and the audit is counted (here, once per memory, whatever the auditor).
 
 Backend failures retry forever with capped exponential backoff: an acknowledged
 write is never given up. An auditor that stays unreachable for
@@ -37,6 +38,7 @@ from dmt_proxy.memory.base import (
     interaction_text,
 )
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
+from dmt_proxy.memory.write.verdicts import store_verdict
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus, FindingKind
@@ -227,23 +229,18 @@ class OutboxWorker:
             self.metrics.manipulation.labels(rule).inc()
 
     async def _apply(self, item: OutboxItem, scope: Scope, verdict: AuditVerdict) -> None:
-        decision = verdict.decide(self.policy)
         try:
-            if not decision.store:
-                await self.backend.delete(scope, item.id)
-                self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
-            else:
-                await self.backend.update(
-                    scope, item.id, audit_status=decision.status, tag=decision.tag
-                )
-                if decision.status is AuditStatus.QUARANTINED:
-                    self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
+            decision = await store_verdict(self.backend, scope, item.id, verdict, self.policy)
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
             await self.outbox.retry_later(
                 item.id, f"backend update: {exc}", backoff_s(item.attempts)
             )
             return
+        if not decision.store:
+            self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
+        elif decision.status is AuditStatus.QUARANTINED:
+            self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
         if decision.status is AuditStatus.FAILED:
             log.warning("audit of %s failed: %s", item.id, decision.reason)
         await self.outbox.done(item.id)
