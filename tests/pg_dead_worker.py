@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import BackendConfig, create_backend
+from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics

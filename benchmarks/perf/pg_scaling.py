@@ -90,7 +90,7 @@ async def fill(dsn: str, state_dir: Path, n: int) -> dict[str, float]:
     from memory_latency import FILLERS, TOPICS, USER, fill_chunks
 
     from dmt_proxy.embedder import LocalEmbedder
-    from dmt_proxy.memory import BackendConfig, create_backend
+    from dmt_proxy.memory.registry import BackendConfig, create_backend
 
     assert USER.user == USER_ID
     embedder = LocalEmbedder()

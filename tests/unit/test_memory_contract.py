@@ -25,16 +25,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import (
-    BackendConfig,
+from dmt_proxy.memory.base import (
+    RECORD_SCHEMA_VERSION,
     MemoryBackend,
     MemoryRecord,
     RecordConflict,
     Scope,
-    create_backend,
-    known_backends,
 )
-from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
+from dmt_proxy.memory.registry import BackendConfig, create_backend, known_backends
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 OPTIONS: dict[str, dict[str, Any]] = {"memory": {"scoring": "keyword"}}

@@ -24,8 +24,9 @@ import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory import BackendConfig, MemoryBackend, Scope, create_backend
 from dmt_proxy.memory.assembly import build_outbox
+from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem, SqliteOutbox
 from dmt_proxy.memory.write.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresOutbox
 from dmt_proxy.memory.write.spool import SpooledOutbox

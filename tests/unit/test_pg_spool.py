@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.memory import Scope
+from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 from dmt_proxy.memory.write.spool import SpooledOutbox

@@ -138,7 +138,7 @@ def test_an_outside_package_registers_through_its_entry_point(
 
 LAZY = textwrap.dedent("""
     import json, sys
-    from dmt_proxy.memory import create_backend, known_backends
+    from dmt_proxy.memory.registry import create_backend, known_backends
     from dmt_proxy.memory.registry import backend_class
     from dmt_proxy.audit.registry import known_auditors
     from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
