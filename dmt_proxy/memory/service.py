@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from dmt_proxy.exchange import Exchange, RequestContext
-from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
+from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
 from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
@@ -34,9 +35,14 @@ log = logging.getLogger(__name__)
 
 
 class MemoryEntry(BaseModel):
-    """One memory as the admin API shows it: stored in the backend, or acknowledged and queued."""
+    """One memory as the service returns it and the admin API serves it (``/v1/memories``):
+    stored in the backend, or acknowledged and queued. ``model_dump(mode="json")`` is the
+    wire shape, field for field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Every field is on the wire, defaults included: the API document says so.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
     id: str
     user: str
@@ -44,6 +50,11 @@ class MemoryEntry(BaseModel):
     created_at: datetime
     audit_status: AuditStatus
     tag: BiasTag | None = None
+
+    @field_serializer("created_at")
+    def _iso(self, created_at: datetime) -> str:
+        # Python's isoformat ("+00:00"), as the API has always written it, not pydantic's "Z".
+        return created_at.isoformat()
 
     @classmethod
     def stored(cls, record: MemoryRecord) -> MemoryEntry:
@@ -54,21 +65,26 @@ class MemoryEntry(BaseModel):
 
     @classmethod
     def queued(cls, item: OutboxItem) -> MemoryEntry:
-        """The entry of a write still in the outbox: ``pending``, with the text it will have."""
-        return cls(id=item.id, user=item.user, text=interaction_text(item.query, item.answer),
-                   created_at=datetime.fromtimestamp(item.created_at, UTC),
-                   audit_status=AuditStatus.PENDING)  # fmt: skip
+        """The entry of a write still in the outbox: the record it will be, ``pending``."""
+        return cls.stored(item.record(AuditStatus.PENDING))
 
 
 class OutboxStats(BaseModel):
-    """How far behind the write path is."""
+    """How far behind the write path is; served as is by ``GET /v1/admin/outbox``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
+    object: Literal["outbox"] = "outbox"
     depth: int
     """Writes acknowledged but not yet stored and audited."""
     oldest_pending_age_s: float
     """Age of the oldest of them (0 when there are none)."""
+
+    @field_serializer("oldest_pending_age_s")
+    def _ms(self, age_s: float) -> float:
+        return round(age_s, 3)
 
 
 class DurableMemoryService:

@@ -25,18 +25,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from datetime import UTC, datetime
 
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditDecision, AuditVerdict
-from dmt_proxy.memory.base import (
-    CUT_MARKER,
-    MAX_TEXT_CHARS,
-    MemoryBackend,
-    MemoryRecord,
-    Scope,
-    interaction_text,
-)
+from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.verdicts import store_verdict
 from dmt_proxy.metrics import Metrics
@@ -44,10 +36,6 @@ from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus, FindingKind
 
 log = logging.getLogger(__name__)
-
-
-def _bounded(text: str) -> str:
-    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + CUT_MARKER
 
 
 def backoff_s(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
@@ -156,16 +144,8 @@ class OutboxWorker:
         mode = Mode(item.mode)
         scope = item.scope
         if not item.stored:
-            record = MemoryRecord(
-                id=item.id,
-                scope=scope,
-                text=interaction_text(item.query, item.answer),
-                # Same bound as the text: a store must not keep megabytes per interaction.
-                query=_bounded(item.query),
-                answer=_bounded(item.answer),
-                created_at=datetime.fromtimestamp(item.created_at, UTC),
-                audit_status=AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED,
-                metadata={"request_id": item.request_id, "mode": item.mode},
+            record = item.record(
+                AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED
             )
             try:
                 await self.backend.write(scope, record)
