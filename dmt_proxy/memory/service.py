@@ -84,6 +84,7 @@ class OutboxStats(BaseModel):
 
     @field_serializer("oldest_pending_age_s")
     def _ms(self, age_s: float) -> float:
+        # The wire shows milliseconds, as it always has; the service keeps the exact age.
         return round(age_s, 3)
 
 
