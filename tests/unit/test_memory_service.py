@@ -207,14 +207,9 @@ AUDIT_SEAM = {"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema"}
 """What of ``audit/`` the memory side may use: the ``Auditor`` protocol and the verdict types."""
 
 
-def test_audit_never_imports_the_memory_side() -> None:
-    for path in sorted((PACKAGE / "audit").glob("*.py")):
-        assert not any(m.startswith("dmt_proxy.memory") for m in _imports(path)), path.name
-    for path in sorted((PACKAGE / "memory").rglob("*.py")):
-        audit = {m for m in _imports(path) if m.startswith("dmt_proxy.audit")}
-        if path.name == "assembly.py":  # the one place the audit pipeline is built
-            audit -= {"dmt_proxy.audit.stages"}
-        assert audit <= AUDIT_SEAM, path.name
+def test_the_memory_side_loads_only_the_audit_seam() -> None:
+    # The import rules themselves are read from the source in test_architecture_doc.py;
+    # this checks what actually gets loaded, package __init__ files included.
     # The memory package loads nothing of audit/; the write path only its seam, never
     # the service; the service not the audit pipeline.
     code = (
