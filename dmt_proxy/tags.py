@@ -75,7 +75,10 @@ MANIPULATION_RULES: tuple[str, ...] = (
 class Finding(BaseModel):
     """One observation of the audit, shown with the tag."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Every field is written out, defaults included (the admin API's document says so).
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
     kind: FindingKind
     rule: str = Field(max_length=40)
@@ -87,7 +90,9 @@ class Finding(BaseModel):
 class BiasTag(BaseModel):
     """The structured tag stored with a biased memory (paper §6.2), plus audit findings."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
     bias_type: BiasType | None = None
     """The bias domain; ``None`` only for a tag that carries findings alone."""

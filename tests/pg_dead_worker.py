@@ -18,10 +18,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from dmt_proxy.audit.pg_outbox import PostgresOutbox
-from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import BackendConfig, create_backend
+from dmt_proxy.memory.registry import BackendConfig, create_backend
+from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
+from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.testing.auditor import ScriptedAuditor

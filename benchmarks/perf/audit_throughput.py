@@ -33,14 +33,15 @@ from typing import Any
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
-from dmt_proxy.audit.outbox import SqliteOutbox
-from dmt_proxy.audit.stages import FIRST_STAGE_LABEL, StagedAuditor
-from dmt_proxy.audit.worker import OutboxWorker, drain
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL
+from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
 from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.write.outbox import SqliteOutbox
+from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Mode, load_policy
 from dmt_proxy.upstream.base import ModelEndpoint

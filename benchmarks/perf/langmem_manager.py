@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import BackendConfig, MemoryRecord, Scope, create_backend
+from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.langmem_backend import LangMemBackend
-from dmt_proxy.memory.registry import BACKEND_LLM_TIMEOUT_S
+from dmt_proxy.memory.registry import BACKEND_LLM_TIMEOUT_S, BackendConfig, create_backend
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel

@@ -60,7 +60,8 @@ import numpy as np
 
 from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import BackendConfig, MemoryBackend, MemoryRecord, Scope, create_backend
+from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.memory.registry import BackendConfig, create_backend
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 USER = Scope(user="bench-user")

@@ -261,7 +261,7 @@ async def fill_store(state_dir: Path, n: int) -> float:
     from memory_latency import FILLERS, TOPICS, USER, FillEmbedder, fill, fill_chunks
 
     from dmt_proxy.embedder import LocalEmbedder
-    from dmt_proxy.memory import BackendConfig, create_backend
+    from dmt_proxy.memory.registry import BackendConfig, create_backend
 
     assert USER.user == USER_ID
     inner = LocalEmbedder()

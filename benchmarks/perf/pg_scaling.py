@@ -90,7 +90,7 @@ async def fill(dsn: str, state_dir: Path, n: int) -> dict[str, float]:
     from memory_latency import FILLERS, TOPICS, USER, fill_chunks
 
     from dmt_proxy.embedder import LocalEmbedder
-    from dmt_proxy.memory import BackendConfig, create_backend
+    from dmt_proxy.memory.registry import BackendConfig, create_backend
 
     assert USER.user == USER_ID
     embedder = LocalEmbedder()
@@ -199,8 +199,8 @@ async def latency_row(cluster: Any, tmp: Path, n: int, args: argparse.Namespace,
 
 async def throughput_row(cluster: Any, tmp: Path, workers: int, args: argparse.Namespace,
                          policy: Path) -> dict[str, Any]:  # fmt: skip
-    from dmt_proxy.audit.pg_outbox import PostgresOutbox
     from dmt_proxy.memory.base import Scope
+    from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 
     dsn = cluster.create_database()
     env = {**os.environ, "DMT_LOG_LEVEL": "info", "DMT_DATABASE_URL": dsn}

@@ -19,9 +19,10 @@ from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
 from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.api.routes_responses import router as responses_router
-from dmt_proxy.audit.auditor import Auditor
+from dmt_proxy.audit.protocol import Auditor
+from dmt_proxy.memory.assembly import build_memory_service
 from dmt_proxy.memory.base import MemoryBackend
-from dmt_proxy.memory.service import DurableMemoryService, build_memory_service
+from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.pipeline import ChatPipeline
 from dmt_proxy.policy import Policy

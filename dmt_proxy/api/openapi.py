@@ -6,8 +6,9 @@ FastAPI cannot see the request model; ``install_openapi`` adds it from
 OpenAI's error shape, so a schema-driven fuzzer (schemathesis, in
 tests/reliability) can check each answer against the document. The chat
 replies are documented by the models the chat route returns
-(``openai_types.ChatCompletion``); the other response models here describe JSON
-their routes build themselves.
+(``openai_types.ChatCompletion``), a memory and the outbox status by the service's own
+types (``memory.service.MemoryEntry``, ``OutboxStats``); the other response models here
+describe JSON their routes build themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
+from dmt_proxy.memory.service import MemoryEntry
 from dmt_proxy.openai_types import (
     UNSUPPORTED_PARAMS,
     ChatCompletion,
@@ -81,34 +83,6 @@ class Health(BaseModel):
     mode: str
 
 
-class FindingOut(BaseModel):
-    kind: Literal["manipulation", "excerpt"]
-    rule: str
-    detail: str
-
-
-class BiasTagOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    bias_type: str | None
-    target_group: str
-    tendency: str
-    score: float
-    findings: list[FindingOut] = []
-    first_stage_score: float | None = None
-
-
-class Memory(BaseModel):
-    id: str
-    user: str
-    text: str
-    created_at: str
-    audit_status: Literal[
-        "pending", "clean", "tagged", "disputed", "quarantined", "failed", "unaudited"
-    ]
-    tag: BiasTagOut | None
-
-
 class MemoryCreate(BaseModel):
     """Body of ``POST /v1/memories``: one exchange to remember, queued like a chat write."""
 
@@ -124,8 +98,11 @@ class MemoryCreate(BaseModel):
 
 
 class MemoryList(BaseModel):
-    object: Literal["list"]
-    data: list[Memory]
+    """``GET /v1/memories``: the memories the service lists, as it returns them."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+    object: Literal["list"] = "list"
+    data: list[MemoryEntry]
 
 
 class MemoryDeleted(BaseModel):
@@ -138,12 +115,6 @@ class UserMemoriesDeleted(BaseModel):
     user: str
     deleted: int
     object: Literal["list"]
-
-
-class OutboxStatus(BaseModel):
-    object: Literal["outbox"]
-    depth: int
-    oldest_pending_age_s: float
 
 
 _SSE_EVENT = {

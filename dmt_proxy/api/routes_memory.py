@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import hmac
-from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dmt_proxy.api.openapi import (
-    Memory,
     MemoryCreate,
     MemoryDeleted,
     MemoryList,
-    OutboxStatus,
     UserMemoriesDeleted,
     error_responses,
 )
 from dmt_proxy.errors import NotFound, RequestError, Unauthorized
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.service import DurableMemoryService, MemoryEntry
+from dmt_proxy.memory.service import DurableMemoryService, MemoryEntry, OutboxStats
 
 # Every admin route can answer these; each route adds its own 200 (and 400 where it has input).
 router = APIRouter(responses=error_responses(401, 403, 404))
@@ -48,16 +45,9 @@ def require_admin(request: Request) -> DurableMemoryService:
     return memory
 
 
-def memory_json(entry: MemoryEntry) -> dict[str, Any]:
-    """The wire shape of one memory (``openapi.Memory``)."""
-    return {
-        "id": entry.id,
-        "user": entry.user,
-        "text": entry.text,
-        "created_at": entry.created_at.isoformat(),
-        "audit_status": entry.audit_status.value,
-        "tag": entry.tag.model_dump() if entry.tag else None,
-    }
+def _json(model: BaseModel) -> JSONResponse:
+    """``model`` as the route's answer: its JSON form is the wire shape."""
+    return JSONResponse(model.model_dump(mode="json"))
 
 
 def _user(user: str) -> Scope:
@@ -74,10 +64,10 @@ def _user(user: str) -> Scope:
 async def list_memories(request: Request, user: str = Query(...)) -> JSONResponse:
     memory = require_admin(request)
     entries = await memory.list(_user(user))
-    return JSONResponse({"object": "list", "data": [memory_json(e) for e in entries]})
+    return _json(MemoryList(data=entries))
 
 
-@router.post("/v1/memories", responses={200: {"model": Memory}, **error_responses(400)})
+@router.post("/v1/memories", responses={200: {"model": MemoryEntry}, **error_responses(400)})
 async def create_memory(request: Request, body: MemoryCreate) -> JSONResponse:
     """Queue one exchange for ``user`` as a chat write would: audited when its mode audits.
 
@@ -90,16 +80,16 @@ async def create_memory(request: Request, body: MemoryCreate) -> JSONResponse:
     entry = await memory.get(memory_id)
     if entry is None:  # stored and deleted again in between: say so, never invent a record
         raise NotFound(f"Memory '{memory_id}' was deleted before it could be shown.", param="id")
-    return JSONResponse(memory_json(entry))
+    return _json(entry)
 
 
-@router.get("/v1/memories/{memory_id}", responses={200: {"model": Memory}})
+@router.get("/v1/memories/{memory_id}", responses={200: {"model": MemoryEntry}})
 async def get_memory(request: Request, memory_id: str) -> JSONResponse:
     memory = require_admin(request)
     entry = await memory.get(memory_id)
     if entry is None:
         raise NotFound(f"No memory with id '{memory_id}'.", param="id")
-    return JSONResponse(memory_json(entry))
+    return _json(entry)
 
 
 @router.delete("/v1/memories/{memory_id}", responses={200: {"model": MemoryDeleted}})
@@ -119,14 +109,7 @@ async def delete_user_memories(request: Request, user: str = Query(...)) -> JSON
     return JSONResponse({"user": user, "deleted": deleted, "object": "list"})
 
 
-@router.get("/v1/admin/outbox", responses={200: {"model": OutboxStatus}})
+@router.get("/v1/admin/outbox", responses={200: {"model": OutboxStats}})
 async def outbox_status(request: Request) -> JSONResponse:
     """Pending memory writes: lets a harness wait until every write is stored and audited."""
-    stats = await require_admin(request).outbox_stats()
-    return JSONResponse(
-        {
-            "object": "outbox",
-            "depth": stats.depth,
-            "oldest_pending_age_s": round(stats.oldest_pending_age_s, 3),
-        }
-    )
+    return _json(await require_admin(request).outbox_stats())

@@ -1,35 +1,14 @@
-"""Write-time auditing of memories (Dynamic Memory Tagging, paper §6.2).
+"""Write-time judging of memories (Dynamic Memory Tagging, paper §6.2): a candidate in, a verdict out.
 
-``Auditor`` is the seam (candidate in, verdict out); ``LLMAuditor`` is the real
-one (the shipped fake, ``ScriptedAuditor``, is in ``dmt_proxy.testing.auditor``);
-``AuditVerdict.decide(policy)`` turns a verdict into clean / tagged / quarantined /
-failed. Auditors are plugins, built by name: ``create_auditor("llm", AuditorConfig(...))``
-(``dmt_proxy.audit.registry``).
-The optional embedding first stage lives in ``dmt_proxy.audit.first_stage``
-(imported on demand: it needs numpy).
+``Auditor`` (``dmt_proxy.audit.protocol``) is the seam; ``AuditCandidate``,
+``AuditVerdict`` and ``AuditVerdict.decide(policy)`` (clean / tagged / quarantined /
+failed) are in ``dmt_proxy.audit.schema``. ``LLMAuditor`` (``dmt_proxy.audit.auditor``)
+is the real auditor (the shipped fake, ``ScriptedAuditor``, is in
+``dmt_proxy.testing.auditor``); ``dmt_proxy.audit.stages`` wraps any auditor in
+normalisation, the optional embedding first stage (``dmt_proxy.audit.first_stage``)
+and the two judges' fusion. Auditors are plugins, built by name:
+``create_auditor("llm", AuditorConfig(...))`` (``dmt_proxy.audit.registry``).
+
+Storing a verdict is the memory write path's job (``dmt_proxy.memory.write``).
+Importing this package imports none of its modules.
 """
-
-from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
-from dmt_proxy.audit.decision import AuditDecision
-from dmt_proxy.audit.registry import (
-    AuditorConfig,
-    create_auditor,
-    known_auditors,
-    register_auditor,
-)
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus
-
-__all__ = [
-    "AuditCandidate",
-    "AuditDecision",
-    "AuditVerdict",
-    "Auditor",
-    "AuditorConfig",
-    "AuditorOptions",
-    "AuditorUnavailable",
-    "LLMAuditor",
-    "VerdictStatus",
-    "create_auditor",
-    "known_auditors",
-    "register_auditor",
-]

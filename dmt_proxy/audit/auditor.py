@@ -1,4 +1,5 @@
-"""The auditor seam and the LLM auditor (paper §6.2: an isolated, stateless Audit Agent).
+"""The LLM auditor (paper §6.2: an isolated, stateless Audit Agent); the seam it
+implements, ``Auditor``, is in ``dmt_proxy.audit.protocol``.
 
 Every ``audit`` call builds a fresh context (system prompt, few-shot turns, the
 neutralized memory); the auditor never sees the memory store or earlier audits.
@@ -32,7 +33,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.decision import as_bias_type
@@ -50,10 +51,10 @@ from dmt_proxy.audit.logprob import (
     reply_logprobs,
 )
 from dmt_proxy.audit.parsing import VerdictInvalid, parse_verdict, response_format
+from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.registry import AuditorConfig, ContractEnv, register_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy, VerdictMode
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
@@ -79,26 +80,6 @@ _RATIONALE_SCHEMA = {
 
 # Slack on top of the call's own timeout before we stop waiting ourselves.
 _TIMEOUT_GRACE_S = 5.0
-
-
-class Auditor(Protocol):
-    """Anything that turns a memory write into a verdict."""
-
-    async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
-        """Judge one memory; raise ``AuditorUnavailable`` only when the upstream failed."""
-        ...
-
-
-class AuditorUnavailable(UpstreamError):
-    """The auditor model could not be reached or did not answer in time."""
-
-    error_type = "auditor_unavailable"
-
-    def __init__(self, message: str, *, upstream: str, retryable: bool) -> None:
-        super().__init__(message, upstream=upstream, status_code=503 if retryable else 502)
-        self.retryable = retryable
-        """True for timeouts, rate limits and server errors; false for a rejected request
-        (bad model name, unsupported parameter): retrying that cannot help."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +122,8 @@ _REPAIR = (
 
 @register_auditor("llm")
 class LLMAuditor:
-    """Audits with a chat model; counts outcomes, tags and latency when given ``metrics``.
+    """Audits with a chat model: a verdict, never a decision (the write path decides and
+    counts, ``dmt_proxy.memory.write.verdicts``).
 
     Each call waits ``endpoint.timeout_s`` and is never retried here: the outbox
     worker retries with back-off.
@@ -160,10 +142,8 @@ class LLMAuditor:
             # llama.cpp's grammar field goes only to servers known to be llama-server.
             grammar=config.endpoint.kind == "local",
         )  # fmt: skip
-        return cls(
-            config.chat, config.endpoint, options=options, prompt_version=policy.auditor_prompt,
-            policy=policy, metrics=config.metrics,
-        )  # fmt: skip
+        return cls(config.chat, config.endpoint, options=options,
+                   prompt_version=policy.auditor_prompt, policy=policy)  # fmt: skip
 
     @classmethod
     def contract_config(cls, env: ContractEnv) -> AuditorConfig:
@@ -178,14 +158,12 @@ class LLMAuditor:
         options: AuditorOptions | None = None,
         prompt_version: str = DEFAULT_PROMPT_VERSION,
         policy: AuditPolicy | None = None,
-        metrics: Metrics | None = None,
     ) -> None:
         self._chat = chat
         self._endpoint = endpoint.model_copy(update={"max_retries": 0})
         self._options = options or AuditorOptions()
         self._prompt = load_auditor_prompt(prompt_version)
         self._policy = policy or AuditPolicy()
-        self._metrics = metrics
         self._path = self._options.verdict
         if self._path == "logprob" and not self._prompt.supports_logprob:
             raise ConfigError(f"auditor prompt {prompt_version} has no log-prob turns; "
@@ -234,7 +212,6 @@ class LLMAuditor:
                 if path == "auto" and not exc.retryable:
                     return await self._fall_back(candidate, started, exc.message)
                 raise
-            self._record(verdict)
             return verdict
         return await self._audit_json(candidate, started)
 
@@ -271,7 +248,6 @@ class LLMAuditor:
                     latency_s=time.perf_counter() - started, raw_reply=reply,
                 )  # fmt: skip
                 log.warning("auditor %s failed: %s", self.label, verdict.failure_reason)
-        self._record(verdict)
         return verdict
 
     def _verdict(self, data: dict[str, Any], *, attempts: int, started: float) -> AuditVerdict:
@@ -398,15 +374,3 @@ class LLMAuditor:
 
     async def _ask(self, messages: list[dict[str, Any]]) -> str:
         return (await self._complete(messages, self._options.params())).text()
-
-    def _record(self, verdict: AuditVerdict) -> None:
-        decision = verdict.decide(self._policy)
-        if decision.inconsistent:
-            log.info("auditor %s: %s", self.label, decision.reason)
-        if self._metrics is None:
-            return
-        self._metrics.audits.labels(decision.outcome).inc()
-        self._metrics.audit_duration.observe(verdict.latency_s)
-        tag = decision.tag
-        if tag is not None and tag.bias_type is not None and decision.action is not None:
-            self._metrics.tags.labels(tag.bias_type, decision.action.value).inc()

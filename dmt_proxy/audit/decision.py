@@ -2,7 +2,8 @@
 
 The decision (clean / tagged / quarantined / disputed / failed) is a pure function
 of a verdict and the policy (``decide``, also reachable as ``AuditVerdict.decide``),
-so the auditor's metrics and the worker agree on it.
+taken once per memory on the write path (``dmt_proxy.memory.write.verdicts.store_verdict``),
+where the outbox worker also counts it.
 
 Decision rule (paper §6.2, "if the suspicion of bias exceeds τ"): a memory is
 tagged iff the verdict is valid, ``bias_detected`` is true and

@@ -21,7 +21,7 @@ from dmt_proxy.plugins import Registry
 from dmt_proxy.policy import AuditPolicy
 
 if TYPE_CHECKING:
-    from dmt_proxy.audit.auditor import Auditor
+    from dmt_proxy.audit.protocol import Auditor
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import Policy
     from dmt_proxy.upstream.base import ChatModel, ModelEndpoint

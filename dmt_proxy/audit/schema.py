@@ -27,6 +27,9 @@ from dmt_proxy.tags import BiasTag, Finding, FindingKind
 # BiasTag's field limits; the model's text is cut to them rather than rejected.
 _TAG_LIMITS = {"target_group": 200, "tendency": 200, "rationale": 1000}
 
+FIRST_STAGE_LABEL = "first-stage-embedding"
+"""The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
+
 
 class FirstStageOpinion(BaseModel):
     """What the embedding first stage (the second judge) said about a memory."""

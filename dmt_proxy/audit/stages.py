@@ -23,20 +23,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
-    from dmt_proxy.audit.auditor import Auditor
     from dmt_proxy.audit.first_stage import EmbeddingFirstStage, FirstStageDecision
     from dmt_proxy.audit.logprob import JudgeFusion
+    from dmt_proxy.audit.protocol import Auditor
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import Policy
     from dmt_proxy.tags import Finding
     from dmt_proxy.upstream.base import ChatModel
     from dmt_proxy.upstream.models import ModelRegistry
 
-FIRST_STAGE_LABEL = "first-stage-embedding"
-"""The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
 AUDIT_MAX_CHARS = 2800
 """Characters of a memory the judges see; longer memories are judged on an excerpt. Below
 the LLM prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``) with room for the marker."""

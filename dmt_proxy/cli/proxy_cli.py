@@ -100,7 +100,8 @@ def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
-    from dmt_proxy.audit.backfill import DEFAULT_STATUSES, backfill_store
+    from dmt_proxy.memory.assembly import backfill_store
+    from dmt_proxy.memory.write.backfill import DEFAULT_STATUSES
     from dmt_proxy.tags import AuditStatus
 
     policy = settings.load_policy()

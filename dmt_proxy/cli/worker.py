@@ -3,7 +3,7 @@
 It runs what the proxy's built-in worker runs (first stage, auditor, store) against
 the PostgreSQL outbox and memory store the proxies write to, and serves no HTTP.
 Any number of workers, on any machines that reach the database, may run at once:
-each claims rows under a lease (see ``dmt_proxy.audit.pg_outbox``). SIGTERM or
+each claims rows under a lease (see ``dmt_proxy.memory.write.pg_outbox``). SIGTERM or
 SIGINT stops it; rows it held are released so another worker takes them at once.
 """
 
@@ -14,7 +14,7 @@ import logging
 import signal
 
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.service import build_memory_service
+from dmt_proxy.memory.assembly import build_memory_service
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.factory import open_upstream

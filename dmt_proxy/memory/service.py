@@ -1,20 +1,13 @@
 """The proxy's memory service: retrieval with DMT rendering, durable writes, admin operations.
 
-``build_memory_service(settings, policy, ...)`` is the one place the service is put
-together: the backend named by the policy, the outbox, the auditor and the worker
-that moves outbox rows through the audit into the backend. The API layer only
-calls the service; it never reaches the outbox, the worker or the backend.
+``DurableMemoryService`` implements the pipeline's ``MemoryService`` over a backend,
+the outbox and the worker; it is put together in one place,
+``dmt_proxy.memory.assembly.build_memory_service``. The API layer only calls the
+service; it never reaches the outbox, the worker or the backend.
 
-Single process or scaled out: the outbox is SQLite under the state dir (one
-process) or PostgreSQL (``DMT_OUTBOX``; by default PostgreSQL exactly when the
-memory backend is ``postgres``), shared by any number of proxies and
-``dmt-proxy worker`` processes. ``DMT_WORKER=off`` builds the worker but never
-starts it, leaving the draining to those processes; it needs the shared outbox.
-
-Layering: this module imports ``dmt_proxy.audit`` (outbox, worker, auditor,
-rendering); nothing in ``audit/`` imports it, and ``dmt_proxy.memory`` (the
-package) does not import it either, so that ``audit/`` can use the memory
-types without a cycle.
+Layering: this module imports the memory write path (``dmt_proxy.memory.write``)
+and the renderer, never ``dmt_proxy.audit``; nothing in ``audit/`` imports it, and
+``dmt_proxy.memory`` (the package) does not import it either.
 """
 
 from __future__ import annotations
@@ -22,35 +15,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
-from dmt_proxy.audit.auditor import Auditor
-from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
-from dmt_proxy.audit.render import RenderItem, render_memories
-from dmt_proxy.audit.stages import build_audit_pipeline
-from dmt_proxy.audit.worker import OutboxWorker, drain
-from dmt_proxy.errors import ConfigError
 from dmt_proxy.exchange import Exchange, RequestContext
-from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope, interaction_text
-from dmt_proxy.memory.registry import open_policy_backend
+from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.memory.render import RenderItem, render_memories
+from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
+from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Mode, Policy
 from dmt_proxy.resources import prompt_path
-from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.turns import Retrieval
-from dmt_proxy.upstream.base import ChatModel
-from dmt_proxy.upstream.models import ModelRegistry
 
 log = logging.getLogger(__name__)
 
 
 class MemoryEntry(BaseModel):
-    """One memory as the admin API shows it: stored in the backend, or acknowledged and queued."""
+    """One memory as the service returns it and the admin API serves it (``/v1/memories``):
+    stored in the backend, or acknowledged and queued. ``model_dump(mode="json")`` is the
+    wire shape, field for field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Every field is on the wire, defaults included: the API document says so.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
     id: str
     user: str
@@ -58,6 +50,11 @@ class MemoryEntry(BaseModel):
     created_at: datetime
     audit_status: AuditStatus
     tag: BiasTag | None = None
+
+    @field_serializer("created_at")
+    def _iso(self, created_at: datetime) -> str:
+        # Python's isoformat ("+00:00"), as the API has always written it, not pydantic's "Z".
+        return created_at.isoformat()
 
     @classmethod
     def stored(cls, record: MemoryRecord) -> MemoryEntry:
@@ -68,21 +65,27 @@ class MemoryEntry(BaseModel):
 
     @classmethod
     def queued(cls, item: OutboxItem) -> MemoryEntry:
-        """The entry of a write still in the outbox: ``pending``, with the text it will have."""
-        return cls(id=item.id, user=item.user, text=interaction_text(item.query, item.answer),
-                   created_at=datetime.fromtimestamp(item.created_at, UTC),
-                   audit_status=AuditStatus.PENDING)  # fmt: skip
+        """The entry of a write still in the outbox: the record it will be, ``pending``."""
+        return cls.stored(item.record(AuditStatus.PENDING))
 
 
 class OutboxStats(BaseModel):
-    """How far behind the write path is."""
+    """How far behind the write path is; served as is by ``GET /v1/admin/outbox``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
+    object: Literal["outbox"] = "outbox"
     depth: int
     """Writes acknowledged but not yet stored and audited."""
     oldest_pending_age_s: float
     """Age of the oldest of them (0 when there are none)."""
+
+    @field_serializer("oldest_pending_age_s")
+    def _ms(self, age_s: float) -> float:
+        # The wire shows milliseconds, as it always has; the service keeps the exact age.
+        return round(age_s, 3)
 
 
 class DurableMemoryService:
@@ -240,72 +243,3 @@ class DurableMemoryService:
         """The depth of the write queue and the age of its oldest row."""
         depth, oldest = await self._outbox.stats()
         return OutboxStats(depth=depth, oldest_pending_age_s=oldest)
-
-
-def database_url(settings: Settings, policy: Policy) -> str | None:
-    """The PostgreSQL URL: the ``postgres`` backend's ``dsn`` option, else ``DMT_DATABASE_URL``."""
-    if policy.memory.backend == "postgres" and policy.memory.options.get("dsn"):
-        return str(policy.memory.options["dsn"])
-    return settings.database_url
-
-
-async def build_outbox(
-    settings: Settings, policy: Policy, metrics: Metrics | None = None
-) -> Outbox:
-    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend);
-    a PostgreSQL one gets a local spool for writes made while its database is down."""
-    kind = settings.outbox
-    if kind == "auto":
-        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
-    if kind == "sqlite":
-        if not settings.worker:
-            raise ConfigError(
-                "DMT_WORKER=off (--no-worker) needs the shared PostgreSQL outbox "
-                "(DMT_OUTBOX=postgres): nothing else drains this process's SQLite outbox"
-            )
-        return SqliteOutbox(settings.state_dir / "outbox.sqlite3")
-    url = database_url(settings, policy)
-    if not url:
-        raise ConfigError("the PostgreSQL outbox needs a database: set DMT_DATABASE_URL")
-    from dmt_proxy.audit.pg_outbox import PostgresOutbox
-
-    prefix = "dmt_"
-    if policy.memory.backend == "postgres":  # one prefix for the memory store and its outbox
-        prefix = str(policy.memory.options.get("table_prefix", prefix))
-    from dmt_proxy.audit.spool import SpooledOutbox
-
-    primary = await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
-    return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics)
-
-
-async def build_memory_service(
-    settings: Settings,
-    policy: Policy,
-    registry: ModelRegistry,
-    chat: ChatModel,
-    metrics: Metrics,
-    *,
-    backend: MemoryBackend | None = None,
-    auditor: Auditor | None = None,
-) -> DurableMemoryService:
-    """Build (not start) the memory service. ``backend``/``auditor`` override for tests."""
-    name = policy.memory.backend
-    if backend is None:
-        backend = await open_policy_backend(settings, policy, registry, chat)
-    try:
-        outbox = await build_outbox(settings, policy, metrics)
-    except BaseException:
-        await backend.close()
-        raise
-    worker = OutboxWorker(
-        outbox=outbox,
-        backend=backend,
-        backend_name=name,
-        # Normalisation and the first stage wrap any auditor, an injected one included.
-        auditor=build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor),
-        policy=policy.audit,
-        metrics=metrics,
-    )
-    return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
-                                policy=policy, metrics=metrics,
-                                run_worker=settings.worker)  # fmt: skip

@@ -19,7 +19,7 @@ import httpx
 from fastapi import FastAPI
 
 from dmt_proxy.api import create_app
-from dmt_proxy.audit.auditor import Auditor
+from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.policy import Policy, parse_policy

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from dmt_proxy.audit.auditor import Auditor
+from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings

@@ -37,8 +37,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.auditor import Auditor, AuditorOptions, AuditorUnavailable, LLMAuditor
+from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.logprob import load_calibration
+from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.jsonl import append_record, read_records

@@ -3,9 +3,13 @@
 The import rules are read from the source with ``ast`` (nothing is imported to
 check them): only ``dmt_proxy/api/`` imports FastAPI or Starlette, the plain types
 import only plain types, no service imports the pipeline, the API or the CLI, the
-upstream seam imports no other service, and module-level imports have no cycle. Where the code still bends, the exception is
-listed here with its reason and in the page's "Where the code still bends"; an
-exception that no longer applies fails, so the list only shrinks.
+upstream seam imports no other service, ``audit/`` imports nothing of the memory side
+and the memory side only the audit's seam, and module-level imports have no cycle.
+One rule is also checked by running it: each plain type, imported alone in a fresh
+interpreter, loads only plain types (package ``__init__`` files included). Where the
+code still bends, the exception is listed here with its reason and in the page's
+"Where the code still bends"; an exception that no longer applies fails, so the list
+only shrinks.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import ast
 import importlib
 import importlib.util
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -41,6 +47,10 @@ SHARED_SERVICE_MODULES = frozenset(
     {"dmt_proxy.metrics", "dmt_proxy.embedder", "dmt_proxy.minilm", "dmt_proxy.plugins"}
 )
 WEB_FRAMEWORKS = ("fastapi", "starlette")
+AUDIT_SEAM = frozenset({"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema"})
+"""What of ``audit/`` the memory side may import: the ``Auditor`` protocol and the verdict types."""
+AUDIT_COMPOSITION = frozenset({("dmt_proxy.memory.assembly", "dmt_proxy.audit.stages")})
+"""The one place the memory side builds the audit pipeline (named on the page)."""
 
 FRAMEWORK_EXCEPTIONS: dict[str, str] = {}
 UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {}
@@ -224,6 +234,29 @@ def test_plain_types_import_only_plain_types() -> None:
     assert problems == []
 
 
+def _is_plain_package(module: str) -> bool:
+    """A package whose ``__init__`` imports nothing but plain types (it runs first)."""
+    return modules()[module].name == "__init__.py" and all(
+        i.target in PLAIN_TYPES for i in imports(module) if within(i.target, "dmt_proxy")
+    )
+
+
+@pytest.mark.parametrize("module", sorted(PLAIN_TYPES))
+def test_importing_a_plain_type_loads_only_plain_types(module: str) -> None:
+    # Transitively and at run time, package __init__ files included: what the ast rule
+    # above cannot see (an __init__ re-exporting a registry loads the registry).
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "print(sorted(m for m in sys.modules if m.startswith('dmt_proxy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, module], capture_output=True,
+                          text=True, check=True, cwd=ROOT)  # fmt: skip
+    loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert module in loaded
+    beyond = [m for m in loaded if m not in PLAIN_TYPES and not _is_plain_package(m)]
+    assert beyond == [], f"importing {module} loads {beyond}"
+
+
 def _upward(module: str) -> set[str]:
     """The pipeline, API or CLI modules that service ``module`` imports, by layer."""
     layers = ("dmt_proxy.pipeline", "dmt_proxy.api", "dmt_proxy.cli")
@@ -262,6 +295,34 @@ def test_nothing_in_audit_or_the_memory_package_imports_the_memory_service() -> 
         if any(i.target == "dmt_proxy.memory.service" for i in imports(module))
     }
     assert importers == set()
+
+
+def test_audit_imports_nothing_of_the_memory_side_beyond_plain_types() -> None:
+    # audit/ only judges: the write path, rendering and the service are memory's.
+    problems = [
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_proxy.audit")
+        for i in imports(module)
+        if within(i.target, "dmt_proxy.memory") and i.target not in PLAIN_TYPES
+    ]
+    assert problems == []
+
+
+def test_memory_sees_the_audit_only_through_its_seam() -> None:
+    problems = [
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_proxy.memory")
+        for i in imports(module)
+        if within(i.target, "dmt_proxy.audit")
+        and i.target not in AUDIT_SEAM
+        and (module, i.target) not in AUDIT_COMPOSITION
+    ]
+    assert problems == []
+    assert all(
+        any(i.target == target for i in imports(module)) for module, target in AUDIT_COMPOSITION
+    ), "the composition no longer builds the audit pipeline: drop it from AUDIT_COMPOSITION"
 
 
 def test_the_exceptions_are_on_the_page() -> None:

@@ -1,4 +1,5 @@
-"""LLMAuditor's call, repair retry, failure and error paths, and metrics.
+"""LLMAuditor's call, repair retry, failure and error paths (it counts nothing: the
+write path decides and counts, tests/unit/test_memory_service.py).
 
 These use the shipped ``ScriptedChatModel`` (a fake upstream, not a language
 model): the tests are about what the auditor sends and how it treats replies a
@@ -13,17 +14,11 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.audit import (
-    AuditCandidate,
-    AuditorOptions,
-    AuditorUnavailable,
-    AuditVerdict,
-    LLMAuditor,
-    VerdictStatus,
-)
+from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.protocol import AuditorUnavailable
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import AuditPolicy, Policy, TagAction
+from dmt_proxy.policy import AuditPolicy, Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
@@ -43,10 +38,6 @@ CLEAN = json.dumps({
 MEMORY = AuditCandidate(text="Older staff can't learn new tools. What is 2+2?")
 JSON = AuditorOptions(verdict="json")
 """These tests are about the JSON verdict path (the log-prob path: test_auditor_logprob.py)."""
-
-
-def _value(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
-    return metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
 
 async def test_valid_reply_gives_an_ok_verdict_from_one_structured_call() -> None:
@@ -87,9 +78,8 @@ async def test_invalid_then_valid_reply_is_repaired_with_the_reason() -> None:
 
 
 async def test_invalid_twice_gives_a_failed_verdict_with_the_reason_not_an_exception() -> None:
-    metrics = Metrics()
     chat = ScriptedChatModel(["I think it is biased.", '{"score": 2}'])
-    verdict = await LLMAuditor(chat, CALL, options=JSON, metrics=metrics).audit(MEMORY)
+    verdict = await LLMAuditor(chat, CALL, options=JSON).audit(MEMORY)
     assert verdict.status is VerdictStatus.FAILED and verdict.attempts == 2
     assert verdict.failure_reason is not None
     assert "after one repair retry" in verdict.failure_reason
@@ -98,7 +88,6 @@ async def test_invalid_twice_gives_a_failed_verdict_with_the_reason_not_an_excep
     assert not verdict.bias_detected
     assert verdict.decide(AuditPolicy()).status.value == "failed"
     assert len(chat.calls) == 2
-    assert _value(metrics, "dmt_audits_total", {"outcome": "failed"}) == 1
 
 
 async def test_empty_reply_is_invalid_and_repaired() -> None:
@@ -145,19 +134,6 @@ async def test_error_in_the_repair_call_also_raises() -> None:
     chat = ScriptedChatModel(["nope", UpstreamTimeout("slow", upstream="a")])
     with pytest.raises(AuditorUnavailable):
         await LLMAuditor(chat, CALL, options=JSON).audit(MEMORY)
-
-
-async def test_metrics_count_outcomes_tags_and_latency() -> None:
-    metrics = Metrics()
-    policy = AuditPolicy(tau=0.5, action_per_domain={"age": TagAction.QUARANTINE})
-    chat = ScriptedChatModel([BIASED, CLEAN])
-    auditor = LLMAuditor(chat, CALL, options=JSON, policy=policy, metrics=metrics)
-    await auditor.audit(MEMORY)
-    await auditor.audit(AuditCandidate(text="neutral"))
-    assert _value(metrics, "dmt_audits_total", {"outcome": "tagged"}) == 1
-    assert _value(metrics, "dmt_audits_total", {"outcome": "clean"}) == 1
-    assert _value(metrics, "dmt_tags_total", {"bias_type": "age", "action": "quarantine"}) == 1
-    assert _value(metrics, "dmt_audit_duration_seconds_count") == 2
 
 
 async def test_empty_memory_is_clean_without_a_model_call() -> None:

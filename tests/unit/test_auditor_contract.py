@@ -23,18 +23,18 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dmt_proxy.audit import (
-    AuditCandidate,
+from dmt_proxy.audit.auditor import LLMAuditor
+from dmt_proxy.audit.parsing import verdict_schema
+from dmt_proxy.audit.protocol import Auditor
+from dmt_proxy.audit.registry import (
+    AUDITORS,
     AuditorConfig,
-    AuditVerdict,
-    LLMAuditor,
-    VerdictStatus,
+    ContractEnv,
+    build_auditor,
     create_auditor,
     known_auditors,
 )
-from dmt_proxy.audit.auditor import Auditor
-from dmt_proxy.audit.parsing import verdict_schema
-from dmt_proxy.audit.registry import AUDITORS, ContractEnv, build_auditor
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus
 from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import AuditPolicy, Policy

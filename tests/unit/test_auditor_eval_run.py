@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit import AuditCandidate, AuditorUnavailable, AuditVerdict
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
+from dmt_proxy.audit.protocol import AuditorUnavailable
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.bench.auditor_eval.cli import auditor_options, register, resolve_endpoint
 from dmt_proxy.bench.auditor_eval.dataset import STRATEGIES, EvalItem, load_items, select
 from dmt_proxy.bench.auditor_eval.metrics import summarize

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
 from dmt_proxy.audit.normalize import normalize_memory
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.bench.auditor_eval.build_v2 import build, load_source, unmark
 from dmt_proxy.bench.auditor_eval.calibrate import calibrate, training_pairs
 from dmt_proxy.bench.auditor_eval.dataset import (

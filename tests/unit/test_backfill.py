@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.auditor import AuditorUnavailable
-from dmt_proxy.audit.backfill import backfill, backfill_store
+from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.cli.proxy_cli import main
+from dmt_proxy.memory.assembly import backfill_store
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.registry import BackendConfig, create_backend
+from dmt_proxy.memory.write.backfill import backfill
 from dmt_proxy.policy import AuditPolicy, TagAction, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus

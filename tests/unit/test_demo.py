@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from dmt_proxy.audit.render import RenderItem, render_memories
 from dmt_proxy.cli.demo import (
     BIASED,
     NEUTRAL,
@@ -35,6 +34,7 @@ from dmt_proxy.cli.demo_view import (
     verdict_line,
 )
 from dmt_proxy.cli.proxy_cli import build_parser
+from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream import local_models

@@ -9,20 +9,22 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory import (
+from dmt_proxy.memory.base import (
+    MAX_TEXT_CHARS,
     AuditState,
-    BackendConfig,
     MemoryRecord,
     Scope,
     combine_audit,
-    create_backend,
     interaction_text,
+)
+from dmt_proxy.memory.in_memory import keyword_score, keyword_tokens
+from dmt_proxy.memory.registry import (
+    BackendConfig,
+    BackendPlugin,
+    create_backend,
     known_backends,
     register_backend,
 )
-from dmt_proxy.memory.base import MAX_TEXT_CHARS
-from dmt_proxy.memory.in_memory import keyword_score, keyword_tokens
-from dmt_proxy.memory.registry import BackendPlugin
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 

@@ -25,17 +25,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.memory import (
-    BackendConfig,
+from dmt_proxy.memory.base import (
+    RECORD_SCHEMA_VERSION,
     MemoryBackend,
     MemoryRecord,
     RecordConflict,
     Scope,
+)
+from dmt_proxy.memory.registry import (
+    MEMORY_BACKENDS,
+    BackendConfig,
+    ContractEnv,
     create_backend,
     known_backends,
 )
-from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION
-from dmt_proxy.memory.registry import MEMORY_BACKENDS, ContractEnv
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 BACKENDS = known_backends()

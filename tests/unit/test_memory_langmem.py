@@ -21,15 +21,10 @@ from langgraph.store.base import BaseStore
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory import (
-    BackendConfig,
-    MemoryRecord,
-    MemoryStoreError,
-    Scope,
-    create_backend,
-)
+from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
 from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.lg_store import IndexedSqliteStore
+from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint

@@ -15,9 +15,10 @@ import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import UpstreamError
-from dmt_proxy.memory import BackendConfig, MemoryRecord, Scope, create_backend
+from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.consolidation import summarize_deterministic
 from dmt_proxy.memory.letta_backend import LettaPagingBackend
+from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.chat import Reply, ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
@@ -168,7 +169,7 @@ async def test_model_summarizer_needs_a_model(tmp_path: Path) -> None:
 
 
 async def test_store_failure_at_run_time(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    from dmt_proxy.memory import MemoryStoreError
+    from dmt_proxy.memory.base import MemoryStoreError
 
     backend = await open_letta(tmp_path, embedder)
     backend._conn.close()  # the real connection, really closed underneath the backend

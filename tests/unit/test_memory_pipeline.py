@@ -9,6 +9,7 @@ shipped in-memory backend, a real implementation of the protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,11 @@ import httpx
 import pytest
 
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
+from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind
 from dmt_proxy.testing.app import InProcessApp
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
@@ -297,3 +300,27 @@ async def test_retrieved_memories_render_oldest_first_whatever_the_query(env: En
     # One block for every query: the upstream's prefix cache can reuse it.
     assert blocks[0] == blocks[1] == blocks[2]
     assert blocks[0].index("mole") < blocks[0].index("joule") < blocks[0].index("Rome")
+
+
+async def test_the_admin_wire_shape_is_pinned_byte_for_byte(env: Env) -> None:
+    """The JSON of a memory and of the outbox status, exactly: names, order, formats."""
+    tag = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth",
+                  score=0.9, auditor="scripted", findings=(
+                      Finding(kind=FindingKind.EXCERPT, rule="excerpt", detail="head"),))  # fmt: skip
+    record = MemoryRecord(id="mem_1", scope=Scope(user="erin"), text="User: Hi\nAssistant: ok",
+                          created_at=datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
+                          audit_status=AuditStatus.TAGGED, tag=tag)  # fmt: skip
+    await env.backend.write(record.scope, record)
+    memory = (
+        b'{"id":"mem_1","user":"erin","text":"User: Hi\\nAssistant: ok",'
+        b'"created_at":"2026-01-02T03:04:05.678000+00:00","audit_status":"tagged",'
+        b'"tag":{"bias_type":"age","target_group":"older workers","tendency":"favoring youth",'
+        b'"score":0.9,"rationale":"","auditor":"scripted","findings":[{"kind":"excerpt",'
+        b'"rule":"excerpt","detail":"head"}],"first_stage_score":null}}'
+    )
+    one = await env.client.get("/v1/memories/mem_1", headers=ADMIN)
+    assert one.content == memory
+    listed = await env.client.get("/v1/memories", params={"user": "erin"}, headers=ADMIN)
+    assert listed.content == b'{"object":"list","data":[' + memory + b"]}"
+    outbox = await env.client.get("/v1/admin/outbox", headers=ADMIN)
+    assert outbox.content == b'{"object":"outbox","depth":0,"oldest_pending_age_s":0.0}'

@@ -10,6 +10,7 @@ is queued stays queued until a test moves it with ``worker.process``.
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,17 +20,20 @@ from pathlib import Path
 import pytest
 
 import dmt_proxy
-from dmt_proxy.audit.auditor import AuditorUnavailable
-from dmt_proxy.audit.outbox import SqliteOutbox
-from dmt_proxy.audit.worker import OutboxWorker
+from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.exchange import Exchange, MemoryAccess, RequestContext
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
+from dmt_proxy.memory.write.outbox import SqliteOutbox
+from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Mode, Policy, parse_policy
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.upstream.base import ModelEndpoint
 
 PACKAGE = Path(dmt_proxy.__file__).parent
 ALICE, BOB = Scope(user="alice"), Scope(user="bob")
@@ -134,6 +138,54 @@ async def test_the_sqlite_outbox_hands_a_row_out_once_until_it_is_finished(
     assert [i.id for i in await parts.outbox.due(5)] == [first]
 
 
+async def test_the_worker_decides_and_counts_each_audit_once(tmp_path: Path) -> None:
+    """Outcomes, tags and latency are counted by the worker, once per memory, whatever
+    the auditor: the LLM auditor (here on the shipped scripted chat model, a fake
+    upstream) returns verdicts and counts nothing itself."""
+    biased = json.dumps({
+        "rationale": "Generalizes about older workers.", "bias_detected": True,
+        "bias_type": "age", "target_group": "older workers", "tendency": "favoring youth",
+        "score": 0.9,
+    })  # fmt: skip
+    clean = json.dumps({
+        "rationale": "A physics question.", "bias_detected": False, "bias_type": None,
+        "target_group": "", "tendency": "", "score": 0.05,
+    })  # fmt: skip
+    invalid = ["I think it is biased.", '{"score": 2}']
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"tau": 0.5, "action_per_domain": {"age": "quarantine"}}})  # fmt: skip
+    chat = ScriptedChatModel([biased, clean, *invalid])
+    auditor = LLMAuditor(chat, ModelEndpoint(model="m"), options=AuditorOptions(verdict="json"),
+                         policy=policy.audit)  # fmt: skip
+    metrics = Metrics()
+    backend, outbox = InMemoryBackend(), SqliteOutbox(tmp_path / "outbox.sqlite3")
+    worker = OutboxWorker(outbox=outbox, backend=backend, backend_name="memory",
+                          auditor=auditor, policy=policy.audit, metrics=metrics)  # fmt: skip
+
+    def value(name: str, **labels: str) -> float:
+        return metrics.registry.get_sample_value(name, labels) or 0.0
+
+    try:
+        for text in ("Older staff can't learn new tools.", "What is the speed of light?"):
+            await outbox.enqueue(scope=ALICE, query=text, answer="ok", request_id="r", mode="dmt")
+            [item] = await outbox.due(1)
+            await worker.process(item)
+        assert value("dmt_audits_total", outcome="tagged") == 1
+        assert value("dmt_audits_total", outcome="clean") == 1
+        assert value("dmt_tags_total", bias_type="age", action="quarantine") == 1
+        assert value("dmt_audit_duration_seconds_count") == 2
+        assert [r.audit_status for r in await backend.list(ALICE)] == [
+            AuditStatus.QUARANTINED, AuditStatus.CLEAN]  # fmt: skip
+
+        await outbox.enqueue(scope=ALICE, query="Hm.", answer="ok", request_id="r", mode="dmt")
+        [item] = await outbox.due(1)
+        await worker.process(item)  # two invalid replies: a failed verdict, counted once
+        assert value("dmt_audits_total", outcome="failed") == 1
+        assert sum(value("dmt_audits_total", outcome=o) for o in ("tagged", "clean")) == 2
+    finally:
+        await outbox.aclose()
+
+
 def _imports(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -151,19 +203,23 @@ def test_memory_routes_only_call_the_service() -> None:
     assert beyond_api == {"dmt_proxy.errors", "dmt_proxy.memory.base", "dmt_proxy.memory.service"}
 
 
-def test_audit_never_imports_the_memory_service() -> None:
-    for path in sorted((PACKAGE / "audit").glob("*.py")):
-        assert "dmt_proxy.memory.service" not in _imports(path), path.name
-    for path in sorted((PACKAGE / "memory").glob("*.py")):
-        if path.name != "service.py":
-            assert not any(m.startswith("dmt_proxy.audit") for m in _imports(path)), path.name
-    # The memory package (which audit/ loads) loads neither audit/ nor the service.
+AUDIT_SEAM = {"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema"}
+"""What of ``audit/`` the memory side may use: the ``Auditor`` protocol and the verdict types."""
+
+
+def test_the_memory_side_loads_only_the_audit_seam() -> None:
+    # The import rules themselves are read from the source in test_architecture_doc.py;
+    # this checks what actually gets loaded, package __init__ files included.
+    # The memory package loads nothing of audit/; the write path only its seam, never
+    # the service; the service not the audit pipeline.
     code = (
         "import sys, dmt_proxy.memory\n"
         "assert not [m for m in sys.modules if m.startswith('dmt_proxy.audit')]\n"
-        "import dmt_proxy.audit.worker, dmt_proxy.audit.backfill\n"
+        "import dmt_proxy.memory.write.worker, dmt_proxy.memory.write.backfill\n"
         "assert 'dmt_proxy.memory.service' not in sys.modules\n"
         "import dmt_proxy.memory.service\n"
+        f"extra = {{m for m in sys.modules if m.startswith('dmt_proxy.audit.')}} - {AUDIT_SEAM!r}\n"
+        "assert not extra, extra\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent)
 

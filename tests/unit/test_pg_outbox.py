@@ -22,14 +22,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from dmt_proxy.audit.outbox import Outbox, OutboxItem, SqliteOutbox
-from dmt_proxy.audit.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresOutbox
-from dmt_proxy.audit.spool import SpooledOutbox
-from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory import BackendConfig, MemoryBackend, Scope, create_backend
-from dmt_proxy.memory.service import build_outbox
+from dmt_proxy.memory.assembly import build_outbox
+from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.registry import BackendConfig, create_backend
+from dmt_proxy.memory.write.outbox import Outbox, OutboxItem, SqliteOutbox
+from dmt_proxy.memory.write.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresOutbox
+from dmt_proxy.memory.write.spool import SpooledOutbox
+from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.outbox import SqliteOutbox
-from dmt_proxy.audit.pg_outbox import PostgresOutbox
-from dmt_proxy.audit.spool import SpooledOutbox
-from dmt_proxy.memory import Scope
+from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.write.outbox import SqliteOutbox
+from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
+from dmt_proxy.memory.write.spool import SpooledOutbox
 from dmt_proxy.metrics import Metrics
 
 pytestmark = pytest.mark.postgres

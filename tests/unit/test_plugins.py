@@ -144,9 +144,9 @@ def test_an_outside_package_registers_through_its_entry_point(
 
 LAZY = textwrap.dedent("""
     import json, sys
-    from dmt_proxy.memory import create_backend, known_backends
+    from dmt_proxy.memory.registry import create_backend, known_backends
     from dmt_proxy.memory.registry import backend_class
-    from dmt_proxy.audit import known_auditors
+    from dmt_proxy.audit.registry import known_auditors
     from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
     from dmt_proxy.upstream.clients import client_class, known_clients
     out = {"names": [known_backends(), known_auditors(), DIB_DOMAINS.names(), known_clients()]}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dmt_proxy.audit.render import RenderItem, neutralize, render_memories
+from dmt_proxy.memory.render import RenderItem, neutralize, render_memories
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth", score=0.82)

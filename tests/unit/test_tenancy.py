@@ -25,8 +25,9 @@ from dmt_proxy.api.auth import Tenants, hash_key
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory import BackendConfig, MemoryBackend, create_backend
+from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor

@@ -13,14 +13,18 @@ import pytest
 
 from dmt_proxy.audit.decision import combine_domains
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
-from dmt_proxy.audit.outbox import SqliteOutbox
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, FirstStageOpinion
+from dmt_proxy.audit.schema import (
+    AuditCandidate,
+    AuditVerdict,
+    FirstStageOpinion,
+)
 from dmt_proxy.audit.stages import StagedAuditor
-from dmt_proxy.audit.worker import OutboxWorker
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.write.outbox import SqliteOutbox
+from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode, TagAction
 from dmt_proxy.tags import AuditStatus

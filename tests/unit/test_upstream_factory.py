@@ -18,11 +18,11 @@ import pytest
 from fastapi import FastAPI
 
 from dmt_proxy.api import create_app
-from dmt_proxy.audit.backfill import backfill_store
 from dmt_proxy.bench.auditor_eval.cli import register, resolve_endpoint
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.bench.sim.runner import generator_call, generator_chat
 from dmt_proxy.errors import ConfigError, ModelNotFound, UpstreamError
+from dmt_proxy.memory.assembly import backfill_store
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import Policy, parse_policy

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.audit.stages import FIRST_STAGE_LABEL
+from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import Prediction
 from dmt_proxy.bench.jsonl import append_record, read_records

@@ -2,8 +2,8 @@
 
 ``Outbox`` is what the memory service and the worker use; ``OutboxItem`` is one row.
 Two implementations: ``SqliteOutbox`` here, the single-process default, and
-``dmt_proxy.audit.pg_outbox.PostgresOutbox``, shared by any number of proxies and
-workers (``DMT_OUTBOX``; see ``dmt_proxy.memory.service``).
+``dmt_proxy.memory.write.pg_outbox.PostgresOutbox``, shared by any number of proxies and
+workers (``DMT_OUTBOX``; see ``dmt_proxy.memory.assembly.build_outbox``).
 
 ``SqliteOutbox``: SQLite in WAL mode under the state directory. ``enqueue`` returns only after the
 row is committed (``synchronous=FULL``: it survives a killed process and a power
@@ -32,11 +32,19 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.base import (
+    CUT_MARKER,
+    MAX_TEXT_CHARS,
+    MemoryRecord,
+    Scope,
+    interaction_text,
+)
+from dmt_proxy.tags import AuditStatus
 
 T = TypeVar("T")
 
@@ -121,6 +129,27 @@ class OutboxItem:
     def scope(self) -> Scope:
         """The memory scope the write was acknowledged for."""
         return Scope(user=self.user, agent=self.agent, session=self.session)
+
+    def record(self, audit_status: AuditStatus) -> MemoryRecord:
+        """The memory this write becomes: its final id, the interaction's text, the row's time.
+
+        The worker stores it; the admin API shows it (``pending``) while the row waits.
+        """
+        return MemoryRecord(
+            id=self.id,
+            scope=self.scope,
+            text=interaction_text(self.query, self.answer),
+            # Same bound as the text: a store must not keep megabytes per interaction.
+            query=_bounded(self.query),
+            answer=_bounded(self.answer),
+            created_at=datetime.fromtimestamp(self.created_at, UTC),
+            audit_status=audit_status,
+            metadata={"request_id": self.request_id, "mode": self.mode},
+        )
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + CUT_MARKER
 
 
 class Outbox(Protocol):

@@ -9,8 +9,9 @@ at most the step it was in:
 1. the record is written to the backend under its final id with status
    ``pending`` (DMT modes) or ``unaudited`` (no DMT), and the row is marked stored;
 2. in DMT modes the auditor judges it; the verdict is saved on the row, the
-   policy decides (tag, quarantine, drop, clean or failed) and the record is
-   updated; then the row is deleted.
+   policy decides (tag, quarantine, drop, clean or failed: ``store_verdict``, the
+   one place a verdict is decided) and the record is updated; then the row is
+   deleted, and the audit is counted (here, once per memory, whatever the auditor).
 
 Backend failures retry forever with capped exponential backoff: an acknowledged
 write is never given up. An auditor that stays unreachable for
@@ -24,30 +25,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from datetime import UTC, datetime
 
-from dmt_proxy.audit.auditor import Auditor, AuditorUnavailable
 from dmt_proxy.audit.decision import AuditDecision
-from dmt_proxy.audit.outbox import Outbox, OutboxItem
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.audit.stages import FIRST_STAGE_LABEL
-from dmt_proxy.memory.base import (
-    CUT_MARKER,
-    MAX_TEXT_CHARS,
-    MemoryBackend,
-    MemoryRecord,
-    Scope,
-    interaction_text,
-)
+from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
+from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
+from dmt_proxy.memory.write.verdicts import store_verdict
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus, FindingKind
 
 log = logging.getLogger(__name__)
-
-
-def _bounded(text: str) -> str:
-    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + CUT_MARKER
 
 
 def backoff_s(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
@@ -156,16 +145,8 @@ class OutboxWorker:
         mode = Mode(item.mode)
         scope = item.scope
         if not item.stored:
-            record = MemoryRecord(
-                id=item.id,
-                scope=scope,
-                text=interaction_text(item.query, item.answer),
-                # Same bound as the text: a store must not keep megabytes per interaction.
-                query=_bounded(item.query),
-                answer=_bounded(item.answer),
-                created_at=datetime.fromtimestamp(item.created_at, UTC),
-                audit_status=AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED,
-                metadata={"request_id": item.request_id, "mode": item.mode},
+            record = item.record(
+                AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED
             )
             try:
                 await self.backend.write(scope, record)
@@ -229,23 +210,18 @@ class OutboxWorker:
             self.metrics.manipulation.labels(rule).inc()
 
     async def _apply(self, item: OutboxItem, scope: Scope, verdict: AuditVerdict) -> None:
-        decision = verdict.decide(self.policy)
         try:
-            if not decision.store:
-                await self.backend.delete(scope, item.id)
-                self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
-            else:
-                await self.backend.update(
-                    scope, item.id, audit_status=decision.status, tag=decision.tag
-                )
-                if decision.status is AuditStatus.QUARANTINED:
-                    self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
+            decision = await store_verdict(self.backend, scope, item.id, verdict, self.policy)
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
             await self.outbox.retry_later(
                 item.id, f"backend update: {exc}", backoff_s(item.attempts)
             )
             return
+        if not decision.store:
+            self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
+        elif decision.status is AuditStatus.QUARANTINED:
+            self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
         if decision.status is AuditStatus.FAILED:
             log.warning("audit of %s failed: %s", item.id, decision.reason)
         await self.outbox.done(item.id)

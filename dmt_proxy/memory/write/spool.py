@@ -38,9 +38,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dmt_proxy.audit.outbox import OutboxItem, SqliteOutbox
-from dmt_proxy.audit.pg_outbox import PostgresOutbox
 from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.write.outbox import OutboxItem, SqliteOutbox
+from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 from dmt_proxy.metrics import Metrics
 
 log = logging.getLogger(__name__)

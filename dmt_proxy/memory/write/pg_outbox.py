@@ -32,7 +32,6 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from dmt_proxy.audit.outbox import ROW_SCHEMA_VERSION, OutboxItem
 from dmt_proxy.database import (
     Step,
     check_database,
@@ -43,6 +42,7 @@ from dmt_proxy.database import (
     without_nul,
 )
 from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,149 @@
+"""Where the memory side is put together: the one module of ``memory/`` that builds the audit.
+
+``build_memory_service`` assembles the proxy's memory service (the backend named by
+the policy, the outbox, the audit pipeline and the worker that moves outbox rows
+through the audit into the backend); ``backfill_store`` assembles the same pieces
+for ``dmt-proxy audit-backfill``. Both build the audit pipeline with
+``dmt_proxy.audit.stages.build_audit_pipeline``; every other module of ``memory/``
+sees the audit only through its seam (``dmt_proxy.audit.protocol`` and the verdict
+types of ``dmt_proxy.audit.schema``).
+
+Single process or scaled out: the outbox is SQLite under the state dir (one
+process) or PostgreSQL (``DMT_OUTBOX``; by default PostgreSQL exactly when the
+memory backend is ``postgres``), shared by any number of proxies and
+``dmt-proxy worker`` processes. ``DMT_WORKER=off`` builds the worker but never
+starts it, leaving the draining to those processes; it needs the shared outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from dmt_proxy.audit.protocol import Auditor
+from dmt_proxy.audit.stages import build_audit_pipeline
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.base import MemoryBackend
+from dmt_proxy.memory.registry import open_policy_backend
+from dmt_proxy.memory.service import DurableMemoryService
+from dmt_proxy.memory.write.backfill import DEFAULT_STATUSES, BackfillReport, backfill
+from dmt_proxy.memory.write.outbox import Outbox, SqliteOutbox
+from dmt_proxy.memory.write.worker import OutboxWorker
+from dmt_proxy.metrics import Metrics
+from dmt_proxy.policy import Policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.tags import AuditStatus
+from dmt_proxy.upstream.base import ChatModel
+from dmt_proxy.upstream.factory import open_upstream
+from dmt_proxy.upstream.models import ModelRegistry
+
+
+def database_url(settings: Settings, policy: Policy) -> str | None:
+    """The PostgreSQL URL: the ``postgres`` backend's ``dsn`` option, else ``DMT_DATABASE_URL``."""
+    if policy.memory.backend == "postgres" and policy.memory.options.get("dsn"):
+        return str(policy.memory.options["dsn"])
+    return settings.database_url
+
+
+async def build_outbox(
+    settings: Settings, policy: Policy, metrics: Metrics | None = None
+) -> Outbox:
+    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend);
+    a PostgreSQL one gets a local spool for writes made while its database is down."""
+    kind = settings.outbox
+    if kind == "auto":
+        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
+    if kind == "sqlite":
+        if not settings.worker:
+            raise ConfigError(
+                "DMT_WORKER=off (--no-worker) needs the shared PostgreSQL outbox "
+                "(DMT_OUTBOX=postgres): nothing else drains this process's SQLite outbox"
+            )
+        return SqliteOutbox(settings.state_dir / "outbox.sqlite3")
+    url = database_url(settings, policy)
+    if not url:
+        raise ConfigError("the PostgreSQL outbox needs a database: set DMT_DATABASE_URL")
+    from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
+
+    prefix = "dmt_"
+    if policy.memory.backend == "postgres":  # one prefix for the memory store and its outbox
+        prefix = str(policy.memory.options.get("table_prefix", prefix))
+    from dmt_proxy.memory.write.spool import SpooledOutbox
+
+    primary = await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
+    return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics)
+
+
+async def build_memory_service(
+    settings: Settings,
+    policy: Policy,
+    registry: ModelRegistry,
+    chat: ChatModel,
+    metrics: Metrics,
+    *,
+    backend: MemoryBackend | None = None,
+    auditor: Auditor | None = None,
+) -> DurableMemoryService:
+    """Build (not start) the memory service. ``backend``/``auditor`` override for tests."""
+    name = policy.memory.backend
+    if backend is None:
+        backend = await open_policy_backend(settings, policy, registry, chat)
+    try:
+        outbox = await build_outbox(settings, policy, metrics)
+    except BaseException:
+        await backend.close()
+        raise
+    worker = OutboxWorker(
+        outbox=outbox,
+        backend=backend,
+        backend_name=name,
+        # Normalisation and the first stage wrap any auditor, an injected one included.
+        auditor=build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor),
+        policy=policy.audit,
+        metrics=metrics,
+    )
+    return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
+                                policy=policy, metrics=metrics,
+                                run_worker=settings.worker)  # fmt: skip
+
+
+async def backfill_store(
+    settings: Settings,
+    policy: Policy,
+    users: Iterable[str] = (),
+    *,
+    statuses: frozenset[AuditStatus] = DEFAULT_STATUSES,
+    chat: ChatModel | None = None,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> BackfillReport:
+    """Backfill the policy's store with the policy's auditor (every user when ``users`` is empty).
+
+    The store is opened directly, so no proxy may run on the same state directory
+    (Qdrant's local mode allows one client). ``chat`` replaces the production chat model, as in ``create_app``.
+    """
+    upstream = await open_upstream(settings, policy, chat=chat)
+    try:
+        try:
+            backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: "
+                f"{exc}. Is a proxy running on this state directory? Stop it first."
+            ) from exc
+        try:
+            chosen = list(users) or await _all_users(backend, policy.memory.backend)
+            auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
+            return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
+                                  progress=progress)  # fmt: skip
+        finally:
+            await backend.close()
+    finally:
+        await upstream.aclose()
+
+
+async def _all_users(backend: MemoryBackend, name: str) -> list[str]:
+    lister = getattr(backend, "users", None)
+    if lister is None:
+        raise ConfigError(f"the {name} backend cannot list users: pass --user")
+    return list(await lister())
