@@ -47,8 +47,11 @@ SHARED_SERVICE_MODULES = frozenset(
     {"dmt_proxy.metrics", "dmt_proxy.embedder", "dmt_proxy.minilm", "dmt_proxy.plugins"}
 )
 WEB_FRAMEWORKS = ("fastapi", "starlette")
-AUDIT_SEAM = frozenset({"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema"})
-"""What of ``audit/`` the memory side may import: the ``Auditor`` protocol and the verdict types."""
+AUDIT_SEAM = frozenset(
+    {"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema", "dmt_proxy.audit.decision"}
+)
+"""What of ``audit/`` the memory side may import: the ``Auditor`` protocol, the verdict
+types and the policy decision on a verdict (a pure function of plain types)."""
 AUDIT_COMPOSITION = frozenset({("dmt_proxy.memory.assembly", "dmt_proxy.audit.stages")})
 """The one place the memory side builds the audit pipeline (named on the page)."""
 
