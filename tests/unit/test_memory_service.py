@@ -34,6 +34,7 @@ from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint
+from tests.unit.test_architecture_doc import AUDIT_SEAM
 
 PACKAGE = Path(dmt_proxy.__file__).parent
 ALICE, BOB = Scope(user="alice"), Scope(user="bob")
@@ -203,7 +204,6 @@ def test_memory_routes_only_call_the_service() -> None:
     assert beyond_api == {"dmt_proxy.errors", "dmt_proxy.memory.base", "dmt_proxy.memory.service"}
 
 
-AUDIT_SEAM = {"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema"}
 """What of ``audit/`` the memory side may use: the ``Auditor`` protocol and the verdict types."""
 
 
@@ -218,7 +218,7 @@ def test_the_memory_side_loads_only_the_audit_seam() -> None:
         "import dmt_proxy.memory.write.worker, dmt_proxy.memory.write.backfill\n"
         "assert 'dmt_proxy.memory.service' not in sys.modules\n"
         "import dmt_proxy.memory.service\n"
-        f"extra = {{m for m in sys.modules if m.startswith('dmt_proxy.audit.')}} - {AUDIT_SEAM!r}\n"
+        f"extra = {{m for m in sys.modules if m.startswith('dmt_proxy.audit.')}} - {set(AUDIT_SEAM)!r}\n"
         "assert not extra, extra\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent)
