@@ -1,4 +1,23 @@
-"""The statistics every benchmark shares: one interval type, Wilson, percentiles, means.
+"""The statistics every benchmark shares: intervals, resampling, percentiles, means.
+
+One module for every interval and resampling scheme of ``dmt_proxy.bench`` (offline
+model fitting is in ``dmt_proxy.bench.fit``):
+
+- intervals: Wilson (``wilson_interval``), Newcombe's difference of two proportions
+  (``newcombe_interval``), percentile intervals of replicates (``percentile_interval``);
+- resampling of clusters (DIB contexts, timing blocks, items), each scheme named by
+  what it draws, because committed results depend on its exact random stream:
+  ``bootstrap_clusters`` (``random.Random``; one statistic at a time, DIB reports),
+  ``paired_cluster_draws`` (numpy; one multiset of clusters shared by every condition
+  of a simulation or dose run, so their differences are paired),
+  ``bootstrap_items`` (``random.Random``; items resampled for a statistic of the
+  sample, auditor F1), ``ratio_of_sums_bootstrap`` (numpy; Σnum/Σden over paired
+  blocks, the perf scripts), ``permute_within_clusters`` (labels shuffled within
+  each cluster, GBV's noise floor) and ``swap_patterns`` (paired swaps of two
+  conditions' clusters, exact when few);
+- replicates of a mean over parts (domains): ``mean_of_matched_replicates`` (NaN
+  when any part's replicate is NaN: every part or none) and
+  ``mean_of_finite_replicates`` (the mean over the parts finite in that replicate).
 
 Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``):
 
@@ -17,10 +36,12 @@ Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from statistics import NormalDist
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 NAN = float("nan")
@@ -198,3 +219,196 @@ def minimum_detectable_effect(se: float, *, alpha: float = 0.05, power: float = 
     if not math.isfinite(se) or se <= 0:
         return NAN
     return (normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power)) * se
+
+
+def newcombe_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> Interval:
+    """Newcombe's hybrid score interval for ``d = k2/n2 − k1/n1`` (independent samples).
+
+    With Wilson intervals ``[l1, u1]`` of ``p1 = k1/n1`` and ``[l2, u2]`` of ``p2 = k2/n2``:
+    ``low = d − sqrt((p2 − l2)² + (u1 − p1)²)``, ``high = d + sqrt((u2 − p2)² + (p1 − l1)²)``,
+    clamped to [−1, 1] (method 10 of Newcombe 1998). ``n1 = 0`` or ``n2 = 0`` raises
+    ``ValueError`` (no proportion to compare).
+    """
+    if n1 <= 0 or n2 <= 0:
+        raise ValueError(f"need two non-empty samples, got n1={n1}, n2={n2}")
+    p1, p2 = k1 / n1, k2 / n2
+    ci1, ci2 = wilson_interval(k1, n1, z), wilson_interval(k2, n2, z)
+    l1, u1, l2, u2 = ci1.low, ci1.high, ci2.low, ci2.high
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return Interval(low=max(-1.0, low), high=min(1.0, high))
+
+
+Clusters = Mapping[str, Mapping[str, float]]
+"""``{cluster_id: {label: value}}``: e.g. a DIB context's score per group."""
+Pooled = Mapping[str, Sequence[float]]
+"""``{label: [values]}``: the clusters of one resample, pooled by label."""
+
+
+def bootstrap_clusters(
+    clusters: Clusters,
+    statistic: Callable[[Pooled], float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[float]:
+    """``statistic`` of the pooled ``{label: values}`` of resamples of whole clusters.
+
+    Clusters are drawn with replacement, ``len(clusters)`` per resample, with
+    ``random.Random(seed).choices`` over the sorted ids; keeping a cluster together
+    preserves its pairing. Empty with fewer than 2 clusters (no variability to
+    resample). The draws depend on ``seed`` and the ids only, so two statistics with
+    one seed see the same resamples.
+    """
+    ids = sorted(clusters)
+    if len(ids) < 2:
+        return []
+    rng = random.Random(seed)
+    out: list[float] = []
+    for _ in range(n_resamples):
+        pooled: dict[str, list[float]] = {}
+        for cid in rng.choices(ids, k=len(ids)):
+            for label, value in clusters[cid].items():
+                pooled.setdefault(label, []).append(value)
+        out.append(statistic(pooled))
+    return out
+
+
+def permute_within_clusters(
+    clusters: Clusters,
+    statistic: Callable[[Pooled], float],
+    *,
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> list[float]:
+    """``statistic`` of the pooled values with labels shuffled within each cluster (the null).
+
+    Per permutation, each cluster (sorted ids) shuffles its values over its labels with
+    one ``random.Random(seed)``. Empty without clusters.
+    """
+    ids = sorted(clusters)
+    if not ids:
+        return []
+    rng = random.Random(seed)
+    null: list[float] = []
+    for _ in range(n_permutations):
+        pooled: dict[str, list[float]] = {}
+        for cid in ids:
+            labels = list(clusters[cid].keys())
+            values = list(clusters[cid].values())
+            rng.shuffle(values)
+            for label, value in zip(labels, values, strict=True):
+                pooled.setdefault(label, []).append(value)
+        null.append(statistic(pooled))
+    return null
+
+
+def paired_cluster_draws(
+    n_clusters: int, *, n_resamples: int, seed: int, stratum: str
+) -> np.ndarray:
+    """Cluster indices of ``n_resamples`` bootstrap resamples, ``[resample, draw]``.
+
+    ``n_clusters`` draws with replacement per resample from
+    ``numpy.random.default_rng([seed mod 2³², *stratum's UTF-8 bytes])``: the same
+    draws for one (seed, stratum) whatever is computed from them, so every condition
+    given them is resampled alike and differences between conditions stay paired.
+    """
+    rng = np.random.default_rng([seed % 2**32, *stratum.encode()])
+    return rng.integers(0, n_clusters, size=(n_resamples, n_clusters))
+
+
+def swap_patterns(n_clusters: int, *, n_permutations: int, seed: int) -> tuple[np.ndarray, bool]:
+    """Which clusters swap their two conditions, ``[pattern, cluster]``, and whether exhaustive.
+
+    When the ``2^C`` patterns of ``C`` clusters number no more than ``n_permutations``,
+    every pattern once (``exact`` = True: a permutation p-value is then exact, never below
+    ``2 / 2^C``); otherwise ``n_permutations`` patterns, each cluster swapped with
+    probability ½ by ``numpy.random.default_rng([seed mod 2³², C])``.
+    """
+    exact = 2**n_clusters <= n_permutations
+    if exact:
+        codes = np.arange(2**n_clusters)[:, None] >> np.arange(n_clusters)[None, :]
+        return (codes & 1).astype(bool), True
+    rng = np.random.default_rng([seed % 2**32, n_clusters])
+    return rng.random((n_permutations, n_clusters)) < 0.5, False
+
+
+T = TypeVar("T")
+
+
+def bootstrap_items(
+    items: Sequence[T],
+    statistic: Callable[[list[T]], float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[float]:
+    """``statistic`` of ``n_resamples`` resamples of ``items`` (with replacement); NaN dropped.
+
+    Each resample draws ``len(items)`` indices with ``random.Random(seed).randrange``.
+    Empty without items.
+    """
+    if not items:
+        return []
+    rng = random.Random(seed)
+    values: list[float] = []
+    for _ in range(n_resamples):
+        sample = [items[rng.randrange(len(items))] for _ in items]
+        value = statistic(sample)
+        if not math.isnan(value):
+            values.append(value)
+    return values
+
+
+def ratio_of_sums_bootstrap(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Interval:
+    """Percentile bootstrap CI of ``Σ numerator / Σ denominator`` over paired units (blocks).
+
+    Each resample draws ``B`` unit indices with replacement
+    (``numpy.random.default_rng(seed).integers``) and computes ``Σnum[idx] / Σden[idx]``;
+    the CI is the central ``confidence`` interval of those ratios (``percentile_interval``,
+    linear). ``[NaN, NaN]`` with fewer than 2 units or unpaired lengths.
+    """
+    if len(numerator) < 2 or len(numerator) != len(denominator):
+        return Interval.undefined()
+    a, b = np.asarray(numerator, float), np.asarray(denominator, float)
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_resamples, len(a)))
+    return percentile_interval((a[idx].sum(axis=1) / b[idx].sum(axis=1)).tolist(), confidence)
+
+
+def mean_of_matched_replicates(replicates_by_part: Mapping[str, Sequence[float]]) -> list[float]:
+    """Replicate i = ``(1/P) Σ_p r_p[i]`` over every part; NaN when any part's i-th is not finite.
+
+    For parts resampled independently (DIB domains) this is a bootstrap of the mean
+    over parts. As long as the shortest part; empty if there is no part or one is empty.
+    """
+    lists = list(replicates_by_part.values())
+    if not lists or any(len(r) == 0 for r in lists):
+        return []
+    n = min(len(r) for r in lists)
+    out: list[float] = []
+    for i in range(n):
+        values = [float(r[i]) for r in lists]
+        out.append(NAN if any(not math.isfinite(v) for v in values) else sum(values) / len(values))
+    return out
+
+
+def mean_of_finite_replicates(reps: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Replicate i = the mean of ``reps[p][i]`` over the parts p finite in replicate i.
+
+    NaN where no part is finite; empty without parts. (Simulation and dose runs: a
+    domain whose resample has no two scored groups drops out of that replicate only.)
+    """
+    if not reps:
+        return np.array([])
+    stack = np.stack(list(reps.values()))
+    ok = ~np.isnan(stack)
+    n = ok.sum(axis=0)
+    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)

@@ -18,6 +18,7 @@ from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.report import cell_text, render_table2, table2_rows
 from dmt_proxy.bench.sim.results import CompareResults, arch_result, heatmap_matrix
 from dmt_proxy.bench.sim.stream import summarize
+from dmt_proxy.bench.stats import mean_of_finite_replicates
 
 
 def test_delta_agbv_uses_domains_finite_at_both_ends() -> None:
@@ -149,7 +150,7 @@ def test_heatmap_matrix_and_cell_text() -> None:
 def test_one_context_per_domain_has_no_ci() -> None:
     one = {"d": {"c1": {"x": 10.0, "y": 20.0}}}
     assert m.joint_bootstrap({"a": one, "b": one}, n_resamples=50) == {"a": {}, "b": {}}
-    assert math.isnan(m.interval(m.agbv_replicates({})).low)
+    assert math.isnan(m.interval(mean_of_finite_replicates({})).low)
 
 
 # -- per-domain CIs, mean shift, both readouts, power (sim-results-v2) -------------------

@@ -6,10 +6,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dmt_proxy.bench import stats
 from dmt_proxy.bench.stats import (
     Z95,
     Interval,
@@ -221,3 +223,67 @@ def test_minimum_detectable_effect_hand_computed() -> None:
         assert math.isnan(minimum_detectable_effect(se))
     with pytest.raises(ValueError):
         minimum_detectable_effect(1.0, power=1.0)
+
+
+def test_newcombe_interval_by_hand() -> None:
+    # 2/10 -> 5/10: d = 0.3; the ends combine each side's Wilson distances
+    ci = stats.newcombe_interval(2, 10, 5, 10)
+    w1, w2 = stats.wilson_interval(2, 10), stats.wilson_interval(5, 10)
+    low = 0.3 - math.sqrt((0.5 - w2.low) ** 2 + (w1.high - 0.2) ** 2)
+    high = 0.3 + math.sqrt((w2.high - 0.5) ** 2 + (0.2 - w1.low) ** 2)
+    assert ci.low == pytest.approx(low) and ci.high == pytest.approx(high)
+    assert stats.newcombe_interval(0, 5, 5, 5).high == 1.0
+    with pytest.raises(ValueError):
+        stats.newcombe_interval(0, 0, 1, 2)
+
+
+def test_ratio_of_sums_bootstrap() -> None:
+    # every block has ratio 2: every resample too
+    ci = stats.ratio_of_sums_bootstrap([2.0, 4.0, 6.0], [1.0, 2.0, 3.0], n_resamples=50)
+    assert ci.low == pytest.approx(2.0) and ci.high == pytest.approx(2.0)
+    varied = stats.ratio_of_sums_bootstrap([1.0, 3.0, 2.0, 5.0], [2.0, 1.0, 2.0, 2.0], seed=1)
+    assert varied.low < 11 / 7 < varied.high
+    assert varied == stats.ratio_of_sums_bootstrap(
+        [1.0, 3.0, 2.0, 5.0], [2.0, 1.0, 2.0, 2.0], seed=1
+    )
+    assert math.isnan(stats.ratio_of_sums_bootstrap([1.0], [1.0]).low)
+    assert math.isnan(stats.ratio_of_sums_bootstrap([1.0, 2.0], [1.0]).high)
+
+
+def test_the_two_means_of_replicates_differ_only_on_nan() -> None:
+    parts = {"x": [1.0, math.nan, 3.0], "y": [3.0, 5.0, 5.0]}
+    strict = stats.mean_of_matched_replicates(parts)
+    assert strict[0] == 2.0 and math.isnan(strict[1]) and strict[2] == 4.0
+    finite = stats.mean_of_finite_replicates({k: np.array(v) for k, v in parts.items()})
+    assert finite.tolist() == [2.0, 5.0, 4.0]
+    assert stats.mean_of_matched_replicates({}) == []
+    assert stats.mean_of_finite_replicates({}).size == 0
+
+
+def test_cluster_resampling_keeps_clusters_whole() -> None:
+    clusters = {"c1": {"a": 1.0, "b": 10.0}, "c2": {"a": 2.0, "b": 20.0}}
+
+    def b_over_a(pooled: stats.Pooled) -> float:
+        return sum(pooled["b"]) / sum(pooled["a"])
+
+    assert stats.bootstrap_clusters(clusters, b_over_a, n_resamples=20) == [10.0] * 20
+    assert stats.bootstrap_clusters({"c1": clusters["c1"]}, b_over_a) == []
+    null = stats.permute_within_clusters(clusters, b_over_a, n_permutations=30, seed=2)
+    assert len(null) == 30 and set(null) <= {10.0, 1 / 10, 12 / 12, 21 / 12, 12 / 21}
+    assert stats.permute_within_clusters({}, b_over_a) == []
+
+
+def test_paired_draws_and_swap_patterns() -> None:
+    a = stats.paired_cluster_draws(5, n_resamples=10, seed=3, stratum="age")
+    assert a.shape == (10, 5) and a.min() >= 0 and a.max() <= 4
+    assert (a == stats.paired_cluster_draws(5, n_resamples=10, seed=3, stratum="age")).all()
+    swap, exact = stats.swap_patterns(3, n_permutations=100, seed=0)
+    assert exact and swap.shape == (8, 3) and len({tuple(r) for r in swap.tolist()}) == 8
+    swap, exact = stats.swap_patterns(10, n_permutations=100, seed=0)
+    assert not exact and swap.shape == (100, 10)
+
+
+def test_bootstrap_items_drops_nan() -> None:
+    values = stats.bootstrap_items([1.0, 2.0], lambda s: math.nan if s[0] == 1.0 else s[0])
+    assert values and all(v == 2.0 for v in values)
+    assert stats.bootstrap_items([], lambda s: 0.0) == []

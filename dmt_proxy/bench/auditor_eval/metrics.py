@@ -30,15 +30,20 @@ Conventions (all tested on hand-computed cases):
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.logprob import auc
-from dmt_proxy.bench.stats import NAN, Interval, NanFloat, percentile, wilson_interval
+from dmt_proxy.bench.fit import auc
+from dmt_proxy.bench.stats import (
+    NAN,
+    Interval,
+    NanFloat,
+    bootstrap_items,
+    percentile,
+    wilson_interval,
+)
 
 Z = 1.96
 """The normal quantile of every auditor_eval_report_v1 interval (kept so reports compare)."""
@@ -128,13 +133,9 @@ def bootstrap_f1(
     """Percentile bootstrap (2.5%, 97.5%, ``lower`` method) of F1 over items; NaN if empty."""
     if not preds:
         return Interval.undefined()
-    rng = random.Random(seed)
-    values: list[float] = []
-    for _ in range(n_boot):
-        sample = [preds[rng.randrange(len(preds))] for _ in preds]
-        value = f1_score(confusion(sample, tau))
-        if not math.isnan(value):
-            values.append(value)
+    values = bootstrap_items(
+        preds, lambda sample: f1_score(confusion(sample, tau)), n_resamples=n_boot, seed=seed
+    )
     return Interval(
         low=percentile(values, 2.5, method="lower"), high=percentile(values, 97.5, method="lower")
     )

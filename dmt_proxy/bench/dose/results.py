@@ -41,7 +41,7 @@ from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.results import Cell, ReadoutData, cell_of, per_domain_deltas
-from dmt_proxy.bench.stats import mean, spans_zero
+from dmt_proxy.bench.stats import mean, mean_of_finite_replicates, spans_zero, swap_patterns
 
 RESULTS_VERSION = "dose-results-v1"
 Key = tuple[str | None, str, int, str]
@@ -102,15 +102,9 @@ def paired_permutation(
     observed = float(m.gbv_rows(a[None])[0] - m.gbv_rows(b[None])[0])
     if not math.isfinite(observed):
         return Permutation(abs_p95=None, p_value=None, n=0)
-    exact = 2 ** len(ids) <= n_permutations
-    if exact:
-        # Few contexts: every swap pattern once, so p is exact (never below 2 / 2^C) rather
-        # than a Monte Carlo estimate of it that can land under that floor.
-        codes = np.arange(2 ** len(ids))[:, None] >> np.arange(len(ids))[None, :]
-        swap = (codes & 1).astype(bool)
-    else:
-        rng = np.random.default_rng([seed % 2**32, len(ids)])
-        swap = rng.random((n_permutations, len(ids))) < 0.5
+    # Few contexts: every swap pattern once, so p is exact (never below 2 / 2^C) rather
+    # than a Monte Carlo estimate of it that can land under that floor.
+    swap, exact = swap_patterns(len(ids), n_permutations=n_permutations, seed=seed)
     a_perm = np.where(swap[:, :, None], b[None], a[None])
     b_perm = np.where(swap[:, :, None], a[None], b[None])
     null = np.abs(m.gbv_rows(a_perm) - m.gbv_rows(b_perm))
@@ -219,10 +213,7 @@ def _mean_reps(parts: Sequence[np.ndarray]) -> np.ndarray:
     """Replicate-wise mean of several statistics' replicates (NaN-aware); [] if any is empty."""
     if not parts or any(p.size == 0 for p in parts):
         return np.array([])
-    stack = np.stack(parts)
-    ok = ~np.isnan(stack)
-    n = ok.sum(axis=0)
-    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+    return mean_of_finite_replicates({str(i): p for i, p in enumerate(parts)})
 
 
 class _Builder:

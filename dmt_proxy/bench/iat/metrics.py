@@ -17,11 +17,9 @@ independent SCs uses Newcombe's hybrid score interval (method 10 of Newcombe 199
 
 from __future__ import annotations
 
-import math
-
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.stats import Z95, Interval, wilson_interval
+from dmt_proxy.bench.stats import Z95, Interval, newcombe_interval, wilson_interval
 
 
 class Proportion(BaseModel):
@@ -97,10 +95,5 @@ def newcombe_difference(before: Proportion, after: Proportion, z: float = Z95) -
     """
     if before.value is None or after.value is None:
         return Difference(value=None, ci=None)
-    p1, p2 = before.value, after.value
-    ci1, ci2 = wilson_interval(before.k, before.n, z), wilson_interval(after.k, after.n, z)
-    l1, u1, l2, u2 = ci1.low, ci1.high, ci2.low, ci2.high
-    d = p2 - p1
-    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
-    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
-    return Difference(value=d, ci=Interval(low=max(-1.0, low), high=min(1.0, high)))
+    ci = newcombe_interval(before.k, before.n, after.k, after.n, z)
+    return Difference(value=after.value - before.value, ci=ci)

@@ -16,7 +16,8 @@ the same DIB contexts, so one bootstrap replicate draws, per domain, one
 multiset of context ids (with replacement) and applies it to every (condition,
 t). Differences between checkpoints and between conditions are then paired, as
 they are in the design. CIs are percentile intervals of the replicates; NaN
-replicates (a domain without two scored groups) are dropped.
+replicates (a domain without two scored groups) are dropped, and a statistic over
+domains averages the domains finite in each replicate (``stats.mean_of_finite_replicates``).
 
 Domains are resampled independently of each other, so a domain with a single
 context (nothing to resample) has no replicates and no CI while every other
@@ -42,6 +43,7 @@ from dmt_proxy.bench.stats import (
     Interval,
     mean,
     minimum_detectable_effect,
+    paired_cluster_draws,
     percentile_interval,
     standard_deviation,
 )
@@ -121,7 +123,7 @@ def joint_bootstrap(
     """Replicates of ``statistic`` per key and domain, resampling contexts jointly across keys.
 
     Per domain, replicate r draws ``n`` ids from the union of the keys' context ids
-    (``n`` = its size) with one generator seeded by ``seed`` and the domain name,
+    (``n`` = its size; ``stats.paired_cluster_draws`` with ``seed`` and the domain name),
     and every key pools its scores over those ids; the draws do not depend on
     ``statistic``, so GBV and s̄ replicates of one seed are paired too. A domain with
     fewer than two contexts gets no replicates (the others are unaffected); no
@@ -136,8 +138,7 @@ def joint_bootstrap(
         groups = sorted({grp for c in cells.values() for s in c.get(d, {}).values() for grp in s})
         if len(ids) < 2 or not groups:
             continue  # one context cannot be resampled: no variability to measure
-        rng = np.random.default_rng([seed % 2**32, *d.encode()])
-        draws = rng.integers(0, len(ids), size=(n_resamples, len(ids)))
+        draws = paired_cluster_draws(len(ids), n_resamples=n_resamples, seed=seed, stratum=d)
         for key, contexts in cells.items():
             if d in contexts:
                 out[key][d] = rows(_tensor(contexts[d], ids, groups)[draws])
@@ -169,16 +170,6 @@ def delta_replicates(
     n = ok.sum(axis=0)
     total = np.where(ok, diff, 0.0).sum(axis=0)
     return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-
-def agbv_replicates(reps: Mapping[str, np.ndarray]) -> np.ndarray:
-    """AGBV per replicate over the domains finite in that replicate."""
-    if not reps:
-        return np.array([])
-    stack = np.stack(list(reps.values()))
-    ok = ~np.isnan(stack)
-    n = ok.sum(axis=0)
-    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
 
 
 def mp_replicates(mitigated: np.ndarray, base: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
 from dmt_proxy.bench.sim.utility import UtilityRow
-from dmt_proxy.bench.stats import spans_zero
+from dmt_proxy.bench.stats import mean_of_finite_replicates, spans_zero
 
 RESULTS_VERSION = "sim-results-v2"
 
@@ -291,8 +291,10 @@ class ReadoutData:
     def checkpoint(self, key: Any) -> CheckpointReadout:
         """AGBV, s̄ and their per-domain parts at one (condition, t)."""
         gbv, means = self.gbv[key], self.mean[key]
-        agbv_reps = m.agbv_replicates(m.covering(self.gbv_reps[key], m.finite_domains(gbv)))
-        mean_reps = m.agbv_replicates(m.covering(self.mean_reps[key], m.finite_domains(means)))
+        agbv_reps = mean_of_finite_replicates(m.covering(self.gbv_reps[key], m.finite_domains(gbv)))
+        mean_reps = mean_of_finite_replicates(
+            m.covering(self.mean_reps[key], m.finite_domains(means))
+        )
         empty = np.array([])
         return CheckpointReadout(
             agbv=cell_of(g.agbv(gbv, skip_nan=True), m.interval(agbv_reps)),
