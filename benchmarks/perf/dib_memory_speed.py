@@ -75,7 +75,7 @@ from dmt_proxy.bench.dib.runner import by_context
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ask
 from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.sim.proxy import ProxyClient
+from dmt_proxy.bench.harness.proxy import ProxyClient
 from dmt_proxy.bench.stats import mean, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 

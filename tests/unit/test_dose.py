@@ -32,11 +32,15 @@ from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
 from dmt_proxy.bench.dose.results import build_results, find_row, paired_permutation
 from dmt_proxy.bench.dose.runner import dose_policy, run_dose
 from dmt_proxy.bench.dose.seeds import biased_order, seeds_for
-from dmt_proxy.bench.sim.runner import Manifest
+from dmt_proxy.bench.harness.rundir import Manifest
 from dmt_proxy.cli.bench_cli import main
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
 from dmt_proxy.testing.sim import BIAS_MARKER, FakeProxy, scripted_agent_reply
 from dmt_proxy.upstream.base import UpstreamCall
+
+SETTINGS = Settings()
+"""Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""
 
 # ----------------------------------------------------------------- config and seeds
 
@@ -273,7 +277,7 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
 ) -> None:
     config = tiny(proxy)
     out = tmp_path / "run"
-    run = await run_dose(config, out, progress=None, items=MARKED)
+    run = await run_dose(config, out, settings=SETTINGS, progress=None, items=MARKED)
     # Seeds went in through the admin API: the agent was asked DIB decisions only.
     per_cell = len(run.samples)
     assert per_cell == 2 * 3 + 2 * 4
@@ -325,13 +329,13 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     for name in ("results.json", "report.md", "report.html", "dose_response.png"):
         assert (out / name).exists(), name
 
-    rates, label = estimate.latencies(config, out, live=False)
+    rates, label = estimate.latencies(config, out, live=False, settings=SETTINGS)
     assert label == f"run {out}" and rates["dib"] > 0 and rates["audit"] >= 0
     done = estimate.build(config, out, rates, label)
     assert done.cells_todo == 0 and done.seed_writes == 0 and done.total_hours == 0
 
     before = len(proxy.chat.calls)
-    await run_dose(config, out, resume=True, progress=None, items=MARKED)
+    await run_dose(config, out, resume=True, settings=SETTINGS, progress=None, items=MARKED)
     assert len(proxy.chat.calls) == before  # everything on disk: nothing asked again
     assert Manifest.model_validate_json((out / "run.json").read_text()).status == "complete"
 
@@ -340,11 +344,25 @@ async def test_a_new_run_refuses_a_used_directory_and_another_config(
     proxy: FakeProxy, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
-    await run_dose(tiny(proxy, modes=["off"], doses=[0, 1]), out, progress=None, items=MARKED)
+    await run_dose(
+        tiny(proxy, modes=["off"], doses=[0, 1]),
+        out,
+        settings=SETTINGS,
+        progress=None,
+        items=MARKED,
+    )
     with pytest.raises(ConfigError, match="pass --resume"):
-        await run_dose(tiny(proxy, modes=["off"], doses=[0, 1]), out, progress=None)
+        await run_dose(
+            tiny(proxy, modes=["off"], doses=[0, 1]), out, settings=SETTINGS, progress=None
+        )
     with pytest.raises(ConfigError, match="another config"):
-        await run_dose(tiny(proxy, modes=["off"], doses=[0, 3]), out, resume=True, progress=None)
+        await run_dose(
+            tiny(proxy, modes=["off"], doses=[0, 3]),
+            out,
+            resume=True,
+            settings=SETTINGS,
+            progress=None,
+        )
 
 
 async def test_seeding_resumes_without_duplicating_memories(

@@ -21,8 +21,8 @@ from typing import Any
 
 from dmt_proxy.bench.dib.readouts import HEADLINE, HEADLINE_WHY, READOUT_LABELS, Readout
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
-from dmt_proxy.bench.sim.records import write_atomic
-from dmt_proxy.bench.sim.report import POWER_NOTE, _fixed, _heatmap, _md_table, _page, _plt
+from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
+from dmt_proxy.bench.harness.rundir import write_atomic
 from dmt_proxy.bench.sim.results import Cell
 from dmt_proxy.domains import DOMAINS
 
@@ -219,16 +219,16 @@ def render_text(results: DoseResults) -> str:
         rows = rows_of(results, readout)
         if not rows:
             continue
-        lines += [f"[{READOUT_LABELS[readout]}]", _fixed(source_rows(rows)), ""]
+        lines += [f"[{READOUT_LABELS[readout]}]", fixed(source_rows(rows)), ""]
     rows = rows_of(results)
     kmax = max((r.k for r in rows), default=0)
     if matrix(rows, kmax):
         lines += [
             f"Figure 3 shape: ΔGBV per evaluated domain at k={kmax}, mode off (headline readout)",
-            _fixed(matrix_rows(rows, kmax)),
+            fixed(matrix_rows(rows, kmax)),
             "",
         ]
-    lines += [_fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
+    lines += [fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
     lines += ["", HEADLINE_WHY, ""]
     lines += verdict(results)
     if results.shown_counted:
@@ -253,7 +253,7 @@ def render_text(results: DoseResults) -> str:
 
 def figures(results: DoseResults, out: Path) -> list[str]:
     """``dose_response.png`` and ``dose_heatmap.png`` (headline readout)."""
-    plt: Any = _plt()
+    plt: Any = pyplot()
     rows = rows_of(results)
     names: list[str] = []
     sources = sorted({r.source for r in rows if r.kind == "biased" and r.source})
@@ -299,7 +299,7 @@ def figures(results: DoseResults, out: Path) -> list[str]:
     heat = matrix(rows, kmax)
     if heat:
         names.append(
-            _heatmap(
+            heatmap(
                 plt,
                 heat,
                 out / "dose_heatmap.png",
@@ -328,7 +328,7 @@ def write_report(results: DoseResults, out: Path) -> None:
         "",
         "## Seeded scopes",
         "",
-        _md_table(
+        md_table(
             [["scope", "memories", "tagged", "audit states"]]
             + [
                 [
@@ -343,9 +343,9 @@ def write_report(results: DoseResults, out: Path) -> None:
         "",
     ]
     if rows:
-        md += ["## Headline readout, every cell", "", _md_table(source_rows(rows)), ""]
+        md += ["## Headline readout, every cell", "", md_table(source_rows(rows)), ""]
     md += [f"![{n}]({n})" for n in names]
     write_atomic(out / "report.md", "\n".join(md) + "\n")
     body = f"<h1>{html.escape(results.name)}: dose–response</h1><pre>{html.escape(text)}</pre>"
     body += "".join(f"<p><img src='{n}' alt='{n}'></p>" for n in names)
-    write_atomic(out / "report.html", _page(results.name, body))
+    write_atomic(out / "report.html", page(results.name, body))
