@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmt_proxy.bench import gbv as g
+from dmt_proxy.bench import paired as m
 from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.report import cell_text, render_table2, table2_rows
@@ -139,7 +139,7 @@ def test_heatmap_matrix_and_cell_text() -> None:
     audits = {"age": {0: audit(0, 2.0), 4: audit(4, 6.0)}, "race": {0: audit(0, 2.0)}}
     matrix = heatmap_matrix(4, audits)
     assert matrix == {"age": {"age": pytest.approx(2.0), "race": pytest.approx(2.0)}}
-    from dmt_proxy.bench.sim.results import Cell
+    from dmt_proxy.bench.paired import Cell
 
     assert cell_text(Cell(value=1.234, low=-0.5, high=2.0), Cell(value=-35.0)) == (
         "+1.23 [-0.50, +2.00] (↓35.0%)"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from dmt_proxy.bench.mmlu import LoadedSource, load_source, select_questions
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.bench.sim.injection import BiasGenerator
-from dmt_proxy.bench.sim.mmlu import LoadedSource, load_source, select_questions
 from dmt_proxy.bench.sim.runner import generator_call
 from dmt_proxy.bench.sim.stream import (
     build_plan,

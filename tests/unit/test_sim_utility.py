@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dmt_proxy.bench.sim.mmlu import MmluQuestion
+from dmt_proxy.bench.mmlu import MmluQuestion
 from dmt_proxy.bench.sim.records import TurnRecord
 from dmt_proxy.bench.sim.utility import accuracy, extract_choice, utility_rows
 

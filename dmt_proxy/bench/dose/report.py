@@ -23,7 +23,7 @@ from dmt_proxy.bench.dib.readouts import HEADLINE, HEADLINE_WHY, READOUT_LABELS,
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
-from dmt_proxy.bench.sim.results import Cell
+from dmt_proxy.bench.paired import Cell
 from dmt_proxy.domains import DOMAINS
 
 REPORT_VERSION = "dose-report-v1"

@@ -13,7 +13,7 @@ m's SSP setting, the same DIB contexts):
 - MP(m) = (Δ(m) − Δ(off)) / |Δ(off)| × 100 at the same (d, kind, k), of the
   diagonal and of ΔAGBV (paper §6.3).
 
-Uncertainty: one joint bootstrap over every cell (``sim.metrics.joint_bootstrap``:
+Uncertainty: one joint bootstrap over every cell (``paired.joint_bootstrap``:
 per domain, the same resampled contexts for every cell), so every difference above
 is paired; CIs are percentile intervals and ``mde`` the minimum detectable effect
 at 80 % power. Next to each diagonal ΔGBV, a paired permutation test
@@ -33,14 +33,14 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.bench import paired as m
 from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
 from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION
 from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cells
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.gbv import ContextScores
-from dmt_proxy.bench.sim import metrics as m
-from dmt_proxy.bench.sim.results import Cell, ReadoutData, cell_of, per_domain_deltas
+from dmt_proxy.bench.paired import Cell, ReadoutData, cell_of, per_domain_deltas
 from dmt_proxy.bench.stats import mean, mean_of_finite_replicates, spans_zero, swap_patterns
 
 RESULTS_VERSION = "dose-results-v1"

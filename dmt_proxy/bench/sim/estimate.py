@@ -20,8 +20,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.harness.models import RoleEstimate
+from dmt_proxy.bench.mmlu import load_source
 from dmt_proxy.bench.sim.config import CONDITION_MODE, SimConfig
-from dmt_proxy.bench.sim.mmlu import load_source
 from dmt_proxy.bench.sim.stream import build_plan, stream_spec
 from dmt_proxy.settings import Settings
 

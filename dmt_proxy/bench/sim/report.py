@@ -27,7 +27,8 @@ from dmt_proxy.bench.harness.report import (
     pyplot,
 )
 from dmt_proxy.bench.harness.rundir import write_atomic
-from dmt_proxy.bench.sim.results import ArchResult, Cell, CompareResults
+from dmt_proxy.bench.paired import Cell
+from dmt_proxy.bench.sim.results import ArchResult, CompareResults
 from dmt_proxy.bench.sim.utility import Accuracy
 from dmt_proxy.domains import DOMAINS
 

@@ -34,11 +34,11 @@ from dmt_proxy.bench.harness.models import check_local_models
 from dmt_proxy.bench.harness.progress import Bars
 from dmt_proxy.bench.harness.proxy import AGENT_ALIAS, ManagedProxy, ProxyClient, request_model
 from dmt_proxy.bench.harness.rundir import open_run_dir, set_status
+from dmt_proxy.bench.mmlu import LoadedSource, load_source
 from dmt_proxy.bench.sim.calllog import CallLog
 from dmt_proxy.bench.sim.config import CONDITION_MODE, SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.injection import BiasGenerator
 from dmt_proxy.bench.sim.loop import LoopDeps, Thread, run_thread
-from dmt_proxy.bench.sim.mmlu import LoadedSource, load_source
 from dmt_proxy.bench.sim.proxy import external_proxy, sim_proxy_spec
 from dmt_proxy.bench.sim.records import read_audits, read_turns
 from dmt_proxy.bench.sim.results import (
@@ -374,7 +374,7 @@ async def run_heatmap(
         audits = {s: read_audits(out / arch / f"src-{s}") for s in config.heatmap_sources}
         t = config.t80()
         matrix = heatmap_matrix(t, audits)
-        from dmt_proxy.bench.sim.metrics import positive_off_diagonal
+        from dmt_proxy.bench.paired import positive_off_diagonal
 
         finite = {s: {d: v for d, v in row.items() if v is not None} for s, row in matrix.items()}
         positive, total = positive_off_diagonal(finite)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.sim.mmlu import OPTION_LETTERS, MmluQuestion, load_source
+from dmt_proxy.bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source
 from dmt_proxy.bench.sim.records import TurnRecord
 from dmt_proxy.bench.sim.stream import StreamTurn
 from dmt_proxy.bench.stats import wilson_interval

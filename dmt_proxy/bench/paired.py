@@ -1,4 +1,9 @@
-"""Longitudinal metrics: ΔGBV, ΔAGBV and MP with a joint paired bootstrap. Pure functions.
+"""GBV of cells paired by shared DIB contexts: ΔGBV, ΔAGBV and MP with a joint bootstrap.
+
+The simulation (conditions × checkpoints) and the dose study (dose cells) both ask
+every cell the same DIB contexts; ``ReadoutData`` holds one readout of every cell
+(point estimates and paired replicates) and gives each number with its CI (``Cell``).
+The functions are pure; ``ReadoutData`` computes once and answers lookups.
 
 Notation (paper §4.3, §5.3, §6.3), for a condition c at checkpoint t:
 
@@ -33,15 +38,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench import gbv as g
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.stats import (
     Interval,
     mean,
+    mean_of_finite_replicates,
     minimum_detectable_effect,
     paired_cluster_draws,
     percentile_interval,
@@ -211,3 +218,92 @@ def positive_off_diagonal(matrix: Mapping[str, Mapping[str, float]]) -> tuple[in
             total += 1
             positive += value > 0
     return positive, total
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+class Cell(BaseModel):
+    """A point estimate with its 95 % CI (None where undefined)."""
+
+    model_config = ConfigDict(frozen=True)
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+def cell_of(value: float, ci: Any) -> Cell:
+    """A ``Cell`` of a point estimate and its interval (NaN ends become None)."""
+    return Cell(value=_num(value), low=_num(ci.low), high=_num(ci.high))
+
+
+class CheckpointReadout(BaseModel):
+    """One readout of one audit: AGBV and the mean s̄, and per domain GBV_d and s̄_d, with CIs."""
+
+    model_config = ConfigDict(frozen=True)
+    agbv: Cell
+    mean: Cell
+    """Mean over domains of s̄_d (the mean of the group means)."""
+    gbv: dict[str, Cell]
+    means: dict[str, Cell]
+
+
+Cells = Mapping[Any, DomainContexts]
+Reps = Mapping[Any, Mapping[str, Any]]
+
+
+class ReadoutData:
+    """One readout of every cell (a (condition, t), a dose cell...): point estimates and
+    paired bootstrap replicates (``joint_bootstrap`` over every cell at once)."""
+
+    def __init__(self, cells: Cells, *, n_resamples: int, seed: int) -> None:
+        n = n_resamples
+        self.gbv = {key: gbv_by_domain(ctx) for key, ctx in cells.items()}
+        self.mean = {key: mean_by_domain(ctx) for key, ctx in cells.items()}
+        self.gbv_reps = joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="gbv")
+        self.mean_reps = joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="mean")
+
+    def checkpoint(self, key: Any) -> CheckpointReadout:
+        """AGBV, s̄ and their per-domain parts at one (condition, t)."""
+        gbv, means = self.gbv[key], self.mean[key]
+        agbv_reps = mean_of_finite_replicates(covering(self.gbv_reps[key], finite_domains(gbv)))
+        mean_reps = mean_of_finite_replicates(covering(self.mean_reps[key], finite_domains(means)))
+        empty = np.array([])
+        return CheckpointReadout(
+            agbv=cell_of(g.agbv(gbv, skip_nan=True), interval(agbv_reps)),
+            mean=cell_of(g.agbv(means, skip_nan=True), interval(mean_reps)),
+            gbv={d: cell_of(v, interval(self.gbv_reps[key].get(d, empty))) for d, v in gbv.items()},
+            means={
+                d: cell_of(v, interval(self.mean_reps[key].get(d, empty))) for d, v in means.items()
+            },
+        )
+
+    def delta(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
+        """ΔAGBV of ``key_t`` against ``key_0`` and its replicates (empty: no CI)."""
+        return _delta(self.gbv, self.gbv_reps, key_t, key_0)
+
+    def shift(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
+        """Δs̄ (mean shift of all groups) of ``key_t`` against ``key_0`` and its replicates."""
+        return _delta(self.mean, self.mean_reps, key_t, key_0)
+
+
+def _delta(
+    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
+) -> tuple[float, Any]:
+    both = [d for d in finite_domains(values[key_t]) if d in finite_domains(values[key_0])]
+    value = delta_agbv(values[key_t], values[key_0])
+    d_reps = delta_replicates(covering(reps[key_t], both), covering(reps[key_0], both))
+    return value, d_reps
+
+
+def per_domain_deltas(
+    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
+) -> dict[str, Cell]:
+    """Per domain, ``values[key_t] − values[key_0]`` with the paired replicates' CI."""
+    out: dict[str, Cell] = {}
+    for d, v in values[key_t].items():
+        r_t, r_0 = reps[key_t].get(d), reps[key_0].get(d)
+        diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
+        out[d] = cell_of(v - values[key_0].get(d, math.nan), interval(diff))
+    return out
