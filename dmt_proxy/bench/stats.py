@@ -42,7 +42,7 @@ from statistics import NormalDist
 from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 
 NAN = float("nan")
 Z95 = 1.959963984540054
@@ -72,6 +72,140 @@ class Interval(BaseModel):
     def undefined(cls) -> Interval:
         """``[NaN, NaN]``: no data to bound."""
         return cls(low=NAN, high=NAN)
+
+
+class Estimate(BaseModel):
+    """A point estimate with its confidence interval; ``k`` of ``n`` when it is a proportion.
+
+    The one estimate type of every benchmark. Undefined is NaN (the value, or the ends of
+    ``ci``), as everywhere in this module. Committed result files write it in one of the
+    shapes below (``FlatEstimate``, ``RateEstimate``, ``CountEstimate``); a field's type
+    names its shape, so every file keeps the format it was written in.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: NanFloat
+    ci: Interval = Interval(low=NAN, high=NAN)
+    k: int | None = None
+    """Successes, when the estimate is the proportion ``k/n``."""
+    n: int | None = None
+    """Trials (the denominator), when the estimate is a proportion."""
+
+    @property
+    def defined(self) -> bool:
+        """Whether the point estimate exists (is finite)."""
+        return math.isfinite(self.value)
+
+    @classmethod
+    def of(cls, value: float | None, ci: Interval | None = None) -> Estimate:
+        """``value`` (None: undefined) with ``ci`` (None: no interval)."""
+        return cls(value=NAN if value is None else value, ci=ci or Interval.undefined())
+
+    @classmethod
+    def proportion(cls, k: int, n: int, z: float = Z95) -> Estimate:
+        """``k/n`` with its Wilson interval (``wilson_interval``); NaN for ``n = 0``."""
+        return cls(value=k / n if n else NAN, ci=wilson_interval(k, n, z), k=k, n=n)
+
+
+def or_none(x: float) -> float | None:
+    """``x``, or None when it is not finite (how result files write an undefined number)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def _estimate_in(value: Any, read: Callable[[dict[str, Any]], Estimate]) -> Any:
+    return read(value) if isinstance(value, dict) else value
+
+
+def _flat_read(d: dict[str, Any]) -> Estimate:
+    low, high = d.get("low"), d.get("high")
+    return Estimate(
+        value=_none_to_nan(d.get("value")),
+        ci=Interval(low=_none_to_nan(low), high=_none_to_nan(high)),
+    )
+
+
+def _flat_write(e: Estimate) -> dict[str, Any]:
+    return {"value": or_none(e.value), "low": or_none(e.ci.low), "high": or_none(e.ci.high)}
+
+
+FlatEstimate = Annotated[
+    Estimate,
+    BeforeValidator(lambda v: _estimate_in(v, _flat_read)),
+    PlainSerializer(_flat_write, return_type=dict[str, Any]),
+]
+"""Written ``{"value", "low", "high"}``, null where undefined (simulation and dose results)."""
+
+
+def _rate_read(d: dict[str, Any]) -> Estimate:
+    return Estimate(
+        value=_none_to_nan(d.get("value")),
+        ci=d.get("ci") or Interval.undefined(),
+        k=d.get("numerator"),
+        n=d.get("denominator"),
+    )
+
+
+def _rate_write(e: Estimate) -> dict[str, Any]:
+    return {
+        "value": e.value,
+        "ci": {"low": e.ci.low, "high": e.ci.high},
+        "numerator": e.k,
+        "denominator": e.n,
+    }
+
+
+RateEstimate = Annotated[
+    Estimate,
+    BeforeValidator(lambda v: _estimate_in(v, _rate_read)),
+    PlainSerializer(_rate_write, return_type=dict[str, Any]),
+]
+"""Written ``{"value", "ci": {"low", "high"}, "numerator", "denominator"}``, NaN kept for the
+writer to null (auditor evaluation reports)."""
+
+
+def _count_read(d: dict[str, Any]) -> Estimate:
+    return Estimate(
+        value=_none_to_nan(d.get("value")),
+        ci=d.get("ci") or Interval.undefined(),
+        k=d.get("k"),
+        n=d.get("n"),
+    )
+
+
+def _count_write(e: Estimate) -> dict[str, Any]:
+    return {
+        "k": e.k,
+        "n": e.n,
+        "value": or_none(e.value),
+        "ci": {"low": e.ci.low, "high": e.ci.high},
+    }
+
+
+def _difference_read(d: dict[str, Any]) -> Estimate:
+    return Estimate(value=_none_to_nan(d.get("value")), ci=d.get("ci") or Interval.undefined())
+
+
+def _difference_write(e: Estimate) -> dict[str, Any]:
+    ci = {"low": e.ci.low, "high": e.ci.high} if e.defined else None
+    return {"value": or_none(e.value), "ci": ci}
+
+
+DifferenceEstimate = Annotated[
+    Estimate,
+    BeforeValidator(lambda v: _estimate_in(v, _difference_read)),
+    PlainSerializer(_difference_write, return_type=dict[str, Any]),
+]
+"""Written ``{"value", "ci": {"low", "high"}}``, both null when undefined (IAT drift)."""
+
+
+CountEstimate = Annotated[
+    Estimate,
+    BeforeValidator(lambda v: _estimate_in(v, _count_read)),
+    PlainSerializer(_count_write, return_type=dict[str, Any]),
+]
+"""Written ``{"k", "n", "value", "ci": {"low", "high"}}``, value null when undefined (IAT
+results)."""
 
 
 def finite(values: Iterable[float | None]) -> list[float]:

@@ -287,3 +287,28 @@ def test_bootstrap_items_drops_nan() -> None:
     values = stats.bootstrap_items([1.0, 2.0], lambda s: math.nan if s[0] == 1.0 else s[0])
     assert values and all(v == 2.0 for v in values)
     assert stats.bootstrap_items([], lambda s: 0.0) == []
+
+
+def test_one_estimate_type_keeps_every_written_shape() -> None:
+    from pydantic import BaseModel
+
+    class Doc(BaseModel):
+        flat: stats.FlatEstimate
+        rate: stats.RateEstimate
+        count: stats.CountEstimate
+        diff: stats.DifferenceEstimate
+
+    p = stats.Estimate.proportion(3, 4)
+    empty = stats.Estimate.proportion(0, 0)
+    doc = Doc(flat=p, rate=p, count=empty, diff=stats.Estimate.of(None))
+    written = json.loads(doc.model_dump_json())
+    ci = {"low": p.ci.low, "high": p.ci.high}
+    assert written["flat"] == {"value": 0.75, **ci}
+    assert written["rate"] == {"value": 0.75, "ci": ci, "numerator": 3, "denominator": 4}
+    assert written["count"] == {"k": 0, "n": 0, "value": None, "ci": {"low": None, "high": None}}
+    assert written["diff"] == {"value": None, "ci": None}
+    assert list(written["count"]) == ["k", "n", "value", "ci"]
+    again = Doc.model_validate(written)
+    assert again.rate == p and again.flat.value == 0.75 and again.flat.k is None
+    assert not again.count.defined and again.count.n == 0 and not again.diff.defined
+    assert Doc.model_validate_json(doc.model_dump_json()).model_dump_json() == doc.model_dump_json()
