@@ -113,99 +113,99 @@ def or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _estimate_in(value: Any, read: Callable[[dict[str, Any]], Estimate]) -> Any:
-    return read(value) if isinstance(value, dict) else value
+_S = TypeVar("_S", bound=BaseModel)
 
 
-def _flat_read(d: dict[str, Any]) -> Estimate:
-    low, high = d.get("low"), d.get("high")
+def _shape(shape: type[_S], read: Callable[[_S], Estimate], write: Callable[[Estimate], _S]) -> Any:
+    """The Annotated validators/serializer that read and write ``Estimate`` as ``shape``."""
+
+    def before(value: Any) -> Any:
+        if isinstance(value, Estimate):
+            return value
+        return read(value if isinstance(value, shape) else shape.model_validate(value))
+
+    return (BeforeValidator(before), PlainSerializer(write, return_type=shape))
+
+
+class _FlatShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+def _of_flat(d: _FlatShape) -> Estimate:
     return Estimate(
-        value=_none_to_nan(d.get("value")),
-        ci=Interval(low=_none_to_nan(low), high=_none_to_nan(high)),
+        value=_none_to_nan(d.value), ci=Interval(low=_none_to_nan(d.low), high=_none_to_nan(d.high))
     )
 
 
-def _flat_write(e: Estimate) -> dict[str, Any]:
-    return {"value": or_none(e.value), "low": or_none(e.ci.low), "high": or_none(e.ci.high)}
+def _to_flat(e: Estimate) -> _FlatShape:
+    return _FlatShape(value=or_none(e.value), low=or_none(e.ci.low), high=or_none(e.ci.high))
 
 
-FlatEstimate = Annotated[
-    Estimate,
-    BeforeValidator(lambda v: _estimate_in(v, _flat_read)),
-    PlainSerializer(_flat_write, return_type=dict[str, Any]),
-]
+FlatEstimate = Annotated[Estimate, *_shape(_FlatShape, _of_flat, _to_flat)]
 """Written ``{"value", "low", "high"}``, null where undefined (simulation and dose results)."""
 
 
-def _rate_read(d: dict[str, Any]) -> Estimate:
-    return Estimate(
-        value=_none_to_nan(d.get("value")),
-        ci=d.get("ci") or Interval.undefined(),
-        k=d.get("numerator"),
-        n=d.get("denominator"),
-    )
+class _RateShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    value: NanFloat
+    ci: Interval
+    numerator: int | None = None
+    denominator: int | None = None
 
 
-def _rate_write(e: Estimate) -> dict[str, Any]:
-    return {
-        "value": e.value,
-        "ci": {"low": e.ci.low, "high": e.ci.high},
-        "numerator": e.k,
-        "denominator": e.n,
-    }
+def _of_rate(d: _RateShape) -> Estimate:
+    return Estimate(value=d.value, ci=d.ci, k=d.numerator, n=d.denominator)
 
 
-RateEstimate = Annotated[
-    Estimate,
-    BeforeValidator(lambda v: _estimate_in(v, _rate_read)),
-    PlainSerializer(_rate_write, return_type=dict[str, Any]),
-]
-"""Written ``{"value", "ci": {"low", "high"}, "numerator", "denominator"}``, NaN kept for the
-writer to null (auditor evaluation reports)."""
+def _to_rate(e: Estimate) -> _RateShape:
+    return _RateShape(value=e.value, ci=e.ci, numerator=e.k, denominator=e.n)
 
 
-def _count_read(d: dict[str, Any]) -> Estimate:
-    return Estimate(
-        value=_none_to_nan(d.get("value")),
-        ci=d.get("ci") or Interval.undefined(),
-        k=d.get("k"),
-        n=d.get("n"),
-    )
+RateEstimate = Annotated[Estimate, *_shape(_RateShape, _of_rate, _to_rate)]
+"""Written ``{"value", "ci": {"low", "high"}, "numerator", "denominator"}``, NaN kept for
+the writer to null (auditor evaluation reports)."""
 
 
-def _count_write(e: Estimate) -> dict[str, Any]:
-    return {
-        "k": e.k,
-        "n": e.n,
-        "value": or_none(e.value),
-        "ci": {"low": e.ci.low, "high": e.ci.high},
-    }
+class _CountShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    k: int
+    n: int
+    value: float | None
+    ci: Interval
 
 
-def _difference_read(d: dict[str, Any]) -> Estimate:
-    return Estimate(value=_none_to_nan(d.get("value")), ci=d.get("ci") or Interval.undefined())
+def _of_count(d: _CountShape) -> Estimate:
+    return Estimate(value=_none_to_nan(d.value), ci=d.ci, k=d.k, n=d.n)
 
 
-def _difference_write(e: Estimate) -> dict[str, Any]:
-    ci = {"low": e.ci.low, "high": e.ci.high} if e.defined else None
-    return {"value": or_none(e.value), "ci": ci}
+def _to_count(e: Estimate) -> _CountShape:
+    assert e.k is not None and e.n is not None  # a CountEstimate is a proportion
+    return _CountShape(k=e.k, n=e.n, value=or_none(e.value), ci=e.ci)
 
 
-DifferenceEstimate = Annotated[
-    Estimate,
-    BeforeValidator(lambda v: _estimate_in(v, _difference_read)),
-    PlainSerializer(_difference_write, return_type=dict[str, Any]),
-]
+CountEstimate = Annotated[Estimate, *_shape(_CountShape, _of_count, _to_count)]
+"""Written ``{"k", "n", "value", "ci": {"low", "high"}}``, value null when undefined (IAT)."""
+
+
+class _DifferenceShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    value: float | None
+    ci: Interval | None
+
+
+def _of_difference(d: _DifferenceShape) -> Estimate:
+    return Estimate(value=_none_to_nan(d.value), ci=d.ci or Interval.undefined())
+
+
+def _to_difference(e: Estimate) -> _DifferenceShape:
+    return _DifferenceShape(value=or_none(e.value), ci=e.ci if e.defined else None)
+
+
+DifferenceEstimate = Annotated[Estimate, *_shape(_DifferenceShape, _of_difference, _to_difference)]
 """Written ``{"value", "ci": {"low", "high"}}``, both null when undefined (IAT drift)."""
-
-
-CountEstimate = Annotated[
-    Estimate,
-    BeforeValidator(lambda v: _estimate_in(v, _count_read)),
-    PlainSerializer(_count_write, return_type=dict[str, Any]),
-]
-"""Written ``{"k", "n", "value", "ci": {"low", "high"}}``, value null when undefined (IAT
-results)."""
 
 
 def finite(values: Iterable[float | None]) -> list[float]:

@@ -103,7 +103,7 @@ async def test_runner_summary_and_reports(items: list[EvalItem], tmp_path: Path)
     summary = summarize(
         [r.prediction() for r in results], 0.5, domains=DOMAINS, strategies=STRATEGIES
     )
-    assert summary.error_rate.numerator == 1 and summary.failure_rate.numerator == 1
+    assert summary.error_rate.k == 1 and summary.failure_rate.k == 1
     assert summary.overall.counts.fp == 0 and summary.bias_type_accuracy.value == 1.0
     info = RunInfo(
         model="fake", litellm_model="fake", api_base=None, prompt_version="auditor_v1",
