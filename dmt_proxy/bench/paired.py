@@ -2,7 +2,8 @@
 
 The simulation (conditions × checkpoints) and the dose study (dose cells) both ask
 every cell the same DIB contexts; ``ReadoutData`` holds one readout of every cell
-(point estimates and paired replicates) and gives each number with its CI (``Cell``).
+(point estimates and paired replicates) and gives each number with its CI
+(``stats.Estimate``, written flat: ``stats.FlatEstimate``).
 The functions are pure; ``ReadoutData`` computes once and answers lookups.
 
 Notation (paper §4.3, §5.3, §6.3), for a condition c at checkpoint t:
@@ -46,6 +47,8 @@ from pydantic import BaseModel, ConfigDict
 from dmt_proxy.bench import gbv as g
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.stats import (
+    Estimate,
+    FlatEstimate,
     Interval,
     mean,
     mean_of_finite_replicates,
@@ -220,33 +223,20 @@ def positive_off_diagonal(matrix: Mapping[str, Mapping[str, float]]) -> tuple[in
     return positive, total
 
 
-def _num(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
-class Cell(BaseModel):
-    """A point estimate with its 95 % CI (None where undefined)."""
-
-    model_config = ConfigDict(frozen=True)
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-
-
-def cell_of(value: float, ci: Any) -> Cell:
-    """A ``Cell`` of a point estimate and its interval (NaN ends become None)."""
-    return Cell(value=_num(value), low=_num(ci.low), high=_num(ci.high))
+def cell_of(value: float, ci: Interval) -> Estimate:
+    """A point estimate and its interval (written ``{value, low, high}``, ``FlatEstimate``)."""
+    return Estimate(value=float(value), ci=Interval(low=float(ci.low), high=float(ci.high)))
 
 
 class CheckpointReadout(BaseModel):
     """One readout of one audit: AGBV and the mean s̄, and per domain GBV_d and s̄_d, with CIs."""
 
     model_config = ConfigDict(frozen=True)
-    agbv: Cell
-    mean: Cell
+    agbv: FlatEstimate
+    mean: FlatEstimate
     """Mean over domains of s̄_d (the mean of the group means)."""
-    gbv: dict[str, Cell]
-    means: dict[str, Cell]
+    gbv: dict[str, FlatEstimate]
+    means: dict[str, FlatEstimate]
 
 
 Cells = Mapping[Any, DomainContexts]
@@ -299,9 +289,9 @@ def _delta(
 
 def per_domain_deltas(
     values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
-) -> dict[str, Cell]:
+) -> dict[str, Estimate]:
     """Per domain, ``values[key_t] − values[key_0]`` with the paired replicates' CI."""
-    out: dict[str, Cell] = {}
+    out: dict[str, Estimate] = {}
     for d, v in values[key_t].items():
         r_t, r_0 = reps[key_t].get(d), reps[key_0].get(d)
         diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])

@@ -168,7 +168,7 @@ def test_results_diagonal_off_diagonal_shift_mp_and_content_by_hand() -> None:
     # GBV of two groups a gap g apart is g/2: ΔGBV_age = 3 − 1.
     assert off.diagonal is not None and off.diagonal.value == pytest.approx(2.0)
     # The jitter is shared, so every resample gives the same Δ: a CI of width 0.
-    assert off.diagonal.low == pytest.approx(2.0) and off.diagonal.high == pytest.approx(2.0)
+    assert off.diagonal.ci.low == pytest.approx(2.0) and off.diagonal.ci.high == pytest.approx(2.0)
     assert off.off_diagonal is not None and off.off_diagonal.value == pytest.approx(0.0)
     assert off.agbv.value == pytest.approx(1.0)  # (2 + 0) / 2
     # Δs̄: the mean of the group means moves by −4 minus half the extra gap on age.
@@ -299,16 +299,16 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     off3 = find_row(rows, c.ScopeKey(source="age", kind="biased", k=3), "off")
     dmt3 = find_row(rows, c.ScopeKey(source="age", kind="biased", k=3), "dmt")
     assert off3 is not None and dmt3 is not None
-    assert off3.diagonal is not None and off3.diagonal.value is not None
+    assert off3.diagonal is not None and off3.diagonal.defined
     assert off3.diagonal.value > 0  # the penalty hits some age groups: the gap grows
     assert dmt3.diagonal is not None and dmt3.diagonal.value == pytest.approx(0.0, abs=1e-9)
     assert dmt3.mp_diagonal is not None and dmt3.mp_diagonal.value == pytest.approx(-100.0)
-    assert off3.mean_shift.value is not None and off3.mean_shift.value < 0
+    assert off3.mean_shift.defined and off3.mean_shift.value < 0
     # The ablations: this agent heeds the instruction, not the tags.
     key3 = c.ScopeKey(source="age", kind="biased", k=3)
     tags3, instr3 = find_row(rows, key3, "dmt-tags"), find_row(rows, key3, "dmt-instruction")
     assert tags3 is not None and tags3.diagonal is not None and tags3.tagged == 3
-    assert tags3.diagonal.value is not None and tags3.diagonal.value > 0
+    assert tags3.diagonal.defined and tags3.diagonal.value > 0
     assert instr3 is not None and instr3.diagonal is not None
     assert instr3.diagonal.value == pytest.approx(0.0, abs=1e-9)
     assert instr3.mp_diagonal is not None and instr3.mp_diagonal.value == pytest.approx(-100.0)

@@ -10,6 +10,7 @@ models run in tests/e2e/test_sim_e2e.py.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -219,7 +220,9 @@ async def test_ablation_conditions_run_and_each_gets_its_mp(
     assert table[0][2:] == ["No mitigation", "SSP", "DMT", "DMT tags only", "DMT instruction only"]
     # two DIB contexts per domain (dib-sample-v2): every domain has its own CI
     assert results.archs[0].contexts == {"race": 2, "age": 2}
-    assert all(c.low is not None for c in rows["dmt"].readouts["expected"].per_domain.values())
+    assert all(
+        math.isfinite(c.ci.low) for c in rows["dmt"].readouts["expected"].per_domain.values()
+    )
 
 
 async def test_heatmap_small_with_fakes(proxy: FakeProxy, tmp_path: Path) -> None:
@@ -245,7 +248,7 @@ async def test_heatmap_small_with_fakes(proxy: FakeProxy, tmp_path: Path) -> Non
     assert set(results.readouts) == {"expected", "written"}
     assert results.contexts == {"age": 2, "race": 2}
     cell = results.readouts["expected"].matrix["age"]["race"]
-    assert cell.value == results.matrix["age"]["race"] and cell.low is not None
+    assert cell.value == results.matrix["age"]["race"] and math.isfinite(cell.ci.low)
     assert "paired 95% CI" in (out / "report.md").read_text()
 
 

@@ -23,7 +23,7 @@ from dmt_proxy.bench.dib.readouts import HEADLINE, HEADLINE_WHY, READOUT_LABELS,
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
-from dmt_proxy.bench.paired import Cell
+from dmt_proxy.bench.stats import Estimate, or_none
 from dmt_proxy.domains import DOMAINS
 
 REPORT_VERSION = "dose-report-v1"
@@ -32,23 +32,23 @@ MP_GOAL = -40.0
 
 
 def _f(x: float | None, spec: str = "+.2f") -> str:
-    return "n/a" if x is None else format(x, spec)
+    return "n/a" if x is None or not math.isfinite(x) else format(x, spec)
 
 
-def ci(cell: Cell | None, spec: str = "+.2f", unit: str = "") -> str:
+def ci(cell: Estimate | None, spec: str = "+.2f", unit: str = "") -> str:
     """``+1.23 [-0.40, +2.90]``."""
     if cell is None:
         return "n/a"
-    return f"{_f(cell.value, spec)}{unit} [{_f(cell.low, spec)}, {_f(cell.high, spec)}]"
+    return f"{_f(cell.value, spec)}{unit} [{_f(cell.ci.low, spec)}, {_f(cell.ci.high, spec)}]"
 
 
-def excludes_zero(cell: Cell | None) -> bool:
+def excludes_zero(cell: Estimate | None) -> bool:
     """The cell has a CI and it does not contain 0."""
     return (
         cell is not None
-        and cell.low is not None
-        and cell.high is not None
-        and (cell.low > 0 or cell.high < 0)
+        and math.isfinite(cell.ci.low)
+        and math.isfinite(cell.ci.high)
+        and (cell.ci.low > 0 or cell.ci.high < 0)
     )
 
 
@@ -96,7 +96,7 @@ def matrix(
 ) -> dict[str, dict[str, float | None]]:
     """``{source: {evaluated domain: ΔGBV}}`` of the biased scopes at dose ``k`` in ``mode``."""
     return {
-        r.source: {d: c.value for d, c in r.per_domain.items()}
+        r.source: {d: or_none(c.value) for d, c in r.per_domain.items()}
         for r in rows
         if r.kind == "biased" and r.k == k and r.mode == mode and r.source is not None
     }
@@ -177,7 +177,7 @@ def verdict(results: DoseResults) -> list[str]:
         if r.mode == "dmt"
         and r.kind == "biased"
         and r.mp_diagonal is not None
-        and r.mp_diagonal.value is not None
+        and r.mp_diagonal.defined
         and r.mp_diagonal.value <= MP_GOAL
         and excludes_zero(r.mp_diagonal)
     ]
@@ -272,10 +272,10 @@ def figures(results: DoseResults, out: Path) -> list[str]:
                     d = r.diagonal
                     if (r.source, r.kind, r.mode) != (source, "biased", mode) or d is None:
                         continue
-                    if d.value is None:
+                    if not d.defined:
                         continue
-                    low = d.value - d.low if d.low is not None else 0.0
-                    high = d.high - d.value if d.high is not None else 0.0
+                    low = d.value - d.ci.low if math.isfinite(d.ci.low) else 0.0
+                    high = d.ci.high - d.value if math.isfinite(d.ci.high) else 0.0
                     # A percentile interval need not contain the point: clip, never negative.
                     pts.append((r.k, d.value, max(0.0, low), max(0.0, high)))
                 if not pts:

@@ -17,6 +17,7 @@ from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table,
 from dmt_proxy.bench.harness.rundir import write_atomic
 from dmt_proxy.bench.sim.report import _f, cell_text
 from dmt_proxy.bench.sim.results import HeatmapResults
+from dmt_proxy.bench.stats import or_none
 
 
 def _matrix_rows(
@@ -91,7 +92,9 @@ def render_heatmap_text(results: HeatmapResults) -> str:
     ]
     written = results.readouts.get(READOUTS[1].value)
     if written is not None:
-        values = {s: {d: c.value for d, c in row.items()} for s, row in written.matrix.items()}
+        values = {
+            s: {d: or_none(c.value) for d, c in row.items()} for s, row in written.matrix.items()
+        }
         lines += [
             "",
             HEADLINE_WHY,

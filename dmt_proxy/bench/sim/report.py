@@ -14,6 +14,7 @@ and ``heatmap.png`` (single-source propagation, Figure 3's shape; ``heatmap_repo
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
@@ -27,9 +28,9 @@ from dmt_proxy.bench.harness.report import (
     pyplot,
 )
 from dmt_proxy.bench.harness.rundir import write_atomic
-from dmt_proxy.bench.paired import Cell
 from dmt_proxy.bench.sim.results import ArchResult, CompareResults
 from dmt_proxy.bench.sim.utility import Accuracy
+from dmt_proxy.bench.stats import Estimate
 from dmt_proxy.domains import DOMAINS
 
 REPORT_VERSION = "sim-report-v3"
@@ -46,13 +47,15 @@ COARSE_BELOW = 5
 
 
 def _f(x: float | None, spec: str = "+.2f") -> str:
-    return "n/a" if x is None else format(x, spec)
+    return "n/a" if x is None or not math.isfinite(x) else format(x, spec)
 
 
-def cell_text(cell: Cell, mp: Cell | None = None, *, spec: str = "+.2f", unit: str = "") -> str:
+def cell_text(
+    cell: Estimate, mp: Estimate | None = None, *, spec: str = "+.2f", unit: str = ""
+) -> str:
     """``+1.23 [-0.40, +2.90] (↓35.0%)``."""
-    text = f"{_f(cell.value, spec)}{unit} [{_f(cell.low, spec)}, {_f(cell.high, spec)}]"
-    if mp is not None and mp.value is not None:
+    text = f"{_f(cell.value, spec)}{unit} [{_f(cell.ci.low, spec)}, {_f(cell.ci.high, spec)}]"
+    if mp is not None and mp.defined:
         arrow = "↓" if mp.value < 0 else "↑" if mp.value > 0 else "±"
         text += f" ({arrow}{abs(mp.value):.1f}%)"
     return text
@@ -194,7 +197,7 @@ def caveats(results: CompareResults) -> list[str]:
                 "with two contexts), so those CIs are coarse and can exclude their own point "
                 "estimate."
             )
-        if not arch.contexts and any(d.delta.low is None for d in arch.deltas):
+        if not arch.contexts and any(not math.isfinite(d.delta.ci.low) for d in arch.deltas):
             out.append(
                 f"{arch.memory}: no CIs; at least one domain had fewer than two DIB contexts "
                 "(results written before sim-results-v2 do not record which)."
@@ -272,14 +275,16 @@ def compare_figures(results: CompareResults, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))  # type: ignore[attr-defined]
         for cond in results.config["conditions"]:
             rows = sorted((r for r in arch.checkpoints if r.condition == cond), key=lambda r: r.t)
-            pts = [(r.t, r.agbv) for r in rows if r.agbv.value is not None]
+            pts = [(r.t, r.agbv) for r in rows if r.agbv.defined]
             if not pts:
                 continue
             ts = [t for t, _ in pts]
             ys = [c.value for _, c in pts]
             # A percentile interval need not contain the point estimate: clip, never negative.
-            lo = [max(0.0, c.value - c.low) if c.low is not None else 0.0 for _, c in pts]  # type: ignore[operator]
-            hi = [max(0.0, c.high - c.value) if c.high is not None else 0.0 for _, c in pts]  # type: ignore[operator]
+            lo = [max(0.0, c.value - c.ci.low) if math.isfinite(c.ci.low) else 0.0 for _, c in pts]
+            hi = [
+                max(0.0, c.ci.high - c.value) if math.isfinite(c.ci.high) else 0.0 for _, c in pts
+            ]
             ax.errorbar(ts, ys, yerr=[lo, hi], marker="o", capsize=3, label=LABELS.get(cond, cond))
         ax.set_xlabel("turn t")
         ax.set_ylabel("AGBV (0–100)")

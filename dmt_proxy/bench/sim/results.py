@@ -24,12 +24,12 @@ from dmt_proxy.bench import paired as m
 from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
 from dmt_proxy.bench.dib.report import build_report, context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
-from dmt_proxy.bench.paired import Cell, CheckpointReadout, ReadoutData, cell_of, per_domain_deltas
+from dmt_proxy.bench.paired import CheckpointReadout, ReadoutData, cell_of, per_domain_deltas
 from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
 from dmt_proxy.bench.sim.utility import UtilityRow
-from dmt_proxy.bench.stats import spans_zero
+from dmt_proxy.bench.stats import Estimate, FlatEstimate, or_none, spans_zero
 
 RESULTS_VERSION = "sim-results-v2"
 
@@ -46,7 +46,7 @@ class CheckpointRow(BaseModel):
     t: int
     memories: int
     n_decisions: int
-    agbv: Cell
+    agbv: FlatEstimate
     gbv: dict[str, float | None]
     noise_p95: dict[str, float | None]
     """Per domain: 95th percentile of GBV with group labels shuffled (no-bias null)."""
@@ -63,19 +63,19 @@ class DeltaReadout(BaseModel):
     """One readout of a condition at checkpoint t against t = 0, each number with its CI."""
 
     model_config = ConfigDict(frozen=True)
-    delta: Cell
+    delta: FlatEstimate
     """ΔAGBV."""
-    mp: Cell | None = None
+    mp: FlatEstimate | None = None
     base_ci_spans_zero: bool | None = None
-    mean_shift: Cell
+    mean_shift: FlatEstimate
     """Δs̄: the shift of all groups together, averaged over domains."""
     mde: float | None
     """Minimum detectable ΔAGBV at 80 % power (paired t vs 0 bootstrap SE)."""
     mde_vs_base: float | None = None
     """Minimum detectable ΔAGBV(condition) − ΔAGBV(baseline) at 80 % power."""
-    per_domain: dict[str, Cell]
+    per_domain: dict[str, FlatEstimate]
     """ΔGBV_d, each domain's CI computed on its own."""
-    per_domain_shift: dict[str, Cell]
+    per_domain_shift: dict[str, FlatEstimate]
     """Δs̄_d."""
 
 
@@ -85,8 +85,8 @@ class DeltaRow(BaseModel):
     model_config = ConfigDict(frozen=True)
     condition: str
     t: int
-    delta: Cell
-    mp: Cell | None = None
+    delta: FlatEstimate
+    mp: FlatEstimate | None = None
     base_ci_spans_zero: bool | None = None
     """The baseline's ΔAGBV CI contains 0: MP's denominator is noise, read MP with care.
     None when that CI does not exist."""
@@ -162,11 +162,11 @@ class HeatmapReadout(BaseModel):
     """One readout of a heatmap: every cell with its CI and MDE, and each source's mean shift."""
 
     model_config = ConfigDict(frozen=True)
-    matrix: dict[str, dict[str, Cell]]
+    matrix: dict[str, dict[str, FlatEstimate]]
     """``{source: {evaluated domain: ΔGBV with its 95 % CI}}``."""
     mde: dict[str, dict[str, float | None]]
     """Minimum detectable ΔGBV of each cell at 80 % power."""
-    mean_shift: dict[str, Cell]
+    mean_shift: dict[str, FlatEstimate]
     """Per source: Δs̄ averaged over the evaluated domains."""
 
 
@@ -212,7 +212,7 @@ def checkpoint_row(
     samples: Sequence[Sample],
     condition: str,
     audit: AuditRecord,
-    agbv: Cell,
+    agbv: Estimate,
     readouts: Mapping[str, CheckpointReadout] | None = None,
 ) -> CheckpointRow:
     """Per-domain GBV, noise floor and failure rates of one audit."""
@@ -330,7 +330,7 @@ def arch_result(
                     delta=top.delta,
                     mp=top.mp,
                     base_ci_spans_zero=top.base_ci_spans_zero,
-                    per_domain={d: cell.value for d, cell in top.per_domain.items()},
+                    per_domain={d: or_none(cell.value) for d, cell in top.per_domain.items()},
                     readouts={r.value: v for r, v in readouts.items()},
                 )
             )
@@ -393,9 +393,9 @@ def heatmap_readouts(
             for when in (0, t)
         }
         data = ReadoutData(cells, n_resamples=config.dib.bootstrap, seed=config.seed)
-        matrix: dict[str, dict[str, Cell]] = {}
+        matrix: dict[str, dict[str, Estimate]] = {}
         mde: dict[str, dict[str, float | None]] = {}
-        shift: dict[str, Cell] = {}
+        shift: dict[str, Estimate] = {}
         for s in sources:
             matrix[s] = per_domain_deltas(data.gbv, data.gbv_reps, (s, t), (s, 0))
             mde[s] = {}
