@@ -116,9 +116,10 @@ UTILITY_NOTE = (
 
 
 def _acc(a: Accuracy) -> str:
-    if a.value is None:
+    if not a.rate.defined:
         return "n/a"
-    return f"{a.correct}/{a.n} = {a.value:.0%} [{_f(a.low, '.0%')}, {_f(a.high, '.0%')}]"
+    r = a.rate
+    return f"{a.correct}/{a.n} = {r.value:.0%} [{_f(r.ci.low, '.0%')}, {_f(r.ci.high, '.0%')}]"
 
 
 def utility_rows(results: CompareResults) -> list[list[str]]:
