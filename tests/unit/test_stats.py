@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -312,3 +314,91 @@ def test_one_estimate_type_keeps_every_written_shape() -> None:
     assert again.rate == p and again.flat.value == 0.75 and again.flat.k is None
     assert not again.count.defined and again.count.n == 0 and not again.diff.defined
     assert Doc.model_validate_json(doc.model_dump_json()).model_dump_json() == doc.model_dump_json()
+
+
+# ---------------------------------------------------------------- few clusters (issue 30)
+
+
+def test_t_quantiles_match_the_published_table() -> None:
+    # Student's t table (two-sided 95 %): df 1, 3, 23, 1e6 (-> normal)
+    assert stats.t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert stats.t_quantile(0.975, 3) == pytest.approx(3.1824, abs=1e-4)
+    assert stats.t_quantile(0.975, 23) == pytest.approx(2.0687, abs=1e-4)
+    assert stats.t_quantile(0.975, 1e6) == pytest.approx(Z95, abs=1e-4)
+    assert stats.t_quantile(0.5, 5) == 0.0 and stats.t_quantile(0.1, 4) == -stats.t_quantile(0.9, 4)
+    assert stats.t_cdf(stats.t_quantile(0.8, 7), 7) == pytest.approx(0.8, abs=1e-12)
+    with pytest.raises(ValueError):
+        stats.t_quantile(1.0, 3)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def test_cluster_jackknife_of_a_mean_is_the_t_interval() -> None:
+    xs = [1.0, 2.0, 4.0, 7.0]  # mean 3.5, sd sqrt(7), se sqrt(7)/2
+    est = stats.cluster_jackknife(xs, _mean)
+    half = 3.182446305 * math.sqrt(7.0) / 2.0
+    assert est.value == 3.5
+    assert (est.ci.low, est.ci.high) == pytest.approx((3.5 - half, 3.5 + half))
+    assert math.isnan(stats.cluster_jackknife([1.0], _mean).ci.low)
+
+
+def _coverage(clusters: int, sims: int, seed: int) -> tuple[float, float]:
+    """Shares of seeded datasets whose 95 % interval (t, then normal) holds the true mean."""
+    rng = random.Random(seed)
+    truth, t_hits, z_hits = 0.3, 0, 0
+    for _ in range(sims):
+        # each cluster: a shared effect N(0, 1) and 5 observations with noise N(0, 1)
+        data = []
+        for _ in range(clusters):
+            u = rng.gauss(0.0, 1.0)
+            data.append([truth + u + rng.gauss(0.0, 1.0) for _ in range(5)])
+        est = stats.cluster_jackknife(data, lambda cs: _mean([x for c in cs for x in c]))
+        t_hits += est.ci.low <= truth <= est.ci.high
+        half_t = (est.ci.high - est.ci.low) / 2.0
+        half_z = half_t / stats.t_quantile(0.975, clusters - 1) * Z95
+        z_hits += abs(est.value - truth) <= half_z
+    return t_hits / sims, z_hits / sims
+
+
+@pytest.mark.parametrize("clusters", [4, 24])
+def test_cluster_jackknife_t_interval_covers_at_4_and_24_clusters(clusters: int) -> None:
+    t_cov, z_cov = _coverage(clusters, sims=400, seed=clusters)
+    # 400 datasets: the coverage's own standard error is about 0.011
+    assert 0.92 <= t_cov <= 0.98, t_cov
+    if clusters == 4:
+        assert z_cov < 0.90 < t_cov  # a normal quantile undercovers with 3 df (~0.86)
+
+
+def test_mde_with_t_quantiles() -> None:
+    assert stats.minimum_detectable_effect_t(1.0, 3) == pytest.approx(3.1824 + 0.9785, abs=1e-3)
+    assert stats.minimum_detectable_effect_t(1.0, 1e6) == pytest.approx(
+        minimum_detectable_effect(1.0), abs=1e-4
+    )
+    assert math.isnan(stats.minimum_detectable_effect_t(0.0, 3))
+
+
+def test_permutation_test_says_when_its_level_is_out_of_reach() -> None:
+    four = stats.label_permutation_test([5.0, 6.0, 1.0, 2.0], [True, True, False, False])
+    assert four.exact and four.n_assignments == 6 and four.min_p == pytest.approx(2 / 6)
+    assert four.p_value == pytest.approx(2 / 6) and four.statistic == 4.0
+    assert not four.testable and four.verdict == "not testable at alpha"
+    rng = random.Random(1)
+    values = [rng.gauss(2.0, 1.0) for _ in range(12)] + [rng.gauss(0.0, 1.0) for _ in range(12)]
+    many = stats.label_permutation_test(values, [True] * 12 + [False] * 12, n_permutations=2000)
+    assert not many.exact and many.min_p == pytest.approx(1 / 2001) and many.testable
+    assert many.verdict == "reject" and many.p_value <= 0.05
+    flat = stats.label_permutation_test([1.0] * 24, [True] * 12 + [False] * 12, n_permutations=200)
+    assert flat.verdict == "do not reject" and flat.p_value == 1.0
+    with pytest.raises(ValueError):
+        stats.label_permutation_test([1.0, 2.0], [True, True])
+
+
+def test_holm_over_a_declared_family() -> None:
+    out = stats.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": math.nan})
+    # m = 4 (d counts): 4·0.01 = 0.04; 3·0.03 = 0.09; max(0.09, 2·0.04) = 0.09
+    assert [out[k].adjusted for k in "abc"] == pytest.approx([0.04, 0.09, 0.09])
+    assert [out[k].reject for k in "abcd"] == [True, False, False, False]
+    assert math.isnan(out["d"].adjusted) and list(out) == ["a", "b", "c", "d"]
+    assert stats.holm({}) == {}
