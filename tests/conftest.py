@@ -18,9 +18,9 @@ import pytest
 
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.fixtures import open_app
+from dmt_proxy.testing.pg_fixtures import pg_cluster, pg_dsn  # noqa: F401  (PostgreSQL fixtures)
 from dmt_proxy.upstream import launcher, local_models
 from dmt_proxy.upstream.models import local_api_base
-from tests.pg_fixture import pg_cluster, pg_dsn  # noqa: F401  (PostgreSQL fixtures)
 from tests.proxy_process import ProxyProcess
 
 __all__ = ["open_app"]  # a fixture: pytest finds it here

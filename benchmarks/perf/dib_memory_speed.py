@@ -61,7 +61,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import openai
 import yaml
 
@@ -76,8 +75,8 @@ from dmt_proxy.bench.dib.runner import by_context
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ask
 from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.sim.proxy import ProxyClient
-from dmt_proxy.bench.stats import mean, percentile_interval
+from dmt_proxy.bench.harness.proxy import ProxyClient
+from dmt_proxy.bench.stats import mean, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 
 BENCHMARK_VERSION = 1
@@ -234,11 +233,7 @@ async def run_block(
 
 def ratio_ci(num: list[float], den: list[float], n_boot: int, seed: int = 0) -> list[float]:
     """Percentile 95 % CI of Σnum/Σden over resampled blocks (pairs kept)."""
-    if len(num) < 2:
-        return [math.nan, math.nan]
-    a, b = np.asarray(num), np.asarray(den)
-    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
-    ci = percentile_interval((a[idx].sum(axis=1) / b[idx].sum(axis=1)).tolist())
+    ci = ratio_of_sums_bootstrap(num, den, n_resamples=n_boot, seed=seed)
     return [ci.low, ci.high]
 
 

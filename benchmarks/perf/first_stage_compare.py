@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
-from dmt_proxy.audit.logprob import auc
 from dmt_proxy.bench.auditor_eval.dataset import dataset_path, load_items
+from dmt_proxy.bench.fit import auc
 from dmt_proxy.embedder import LocalEmbedder
 
 VERSIONS = ("first_stage_classifier_v2", "first_stage_classifier_v3")

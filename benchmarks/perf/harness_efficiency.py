@@ -62,7 +62,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import openai
 import yaml
 
@@ -77,8 +76,8 @@ from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode, ask
 from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.sim.proxy import ProxyClient
-from dmt_proxy.bench.stats import mean, percentile, percentile_interval
+from dmt_proxy.bench.harness.proxy import ProxyClient
+from dmt_proxy.bench.stats import mean, percentile, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 
 BENCHMARK_VERSION = 1
@@ -118,15 +117,10 @@ def bootstrap_ci(direct_s: Sequence[float], proxy_s: Sequence[float], n_boot: in
 
     Each resample draws B block indices with replacement and computes
     ΣT_d[idx] / ΣT_p[idx]; the CI is its central ``level`` percentile interval
-    (``dmt_proxy.bench.stats.percentile_interval``, linear interpolation).
+    (``dmt_proxy.bench.stats.ratio_of_sums_bootstrap``, linear interpolation).
     (NaN, NaN) with fewer than 2 blocks or mismatched lengths.
     """
-    if len(direct_s) < 2 or len(direct_s) != len(proxy_s):
-        return math.nan, math.nan
-    d, p = np.asarray(direct_s, float), np.asarray(proxy_s, float)
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
-    ratios = d[idx].sum(axis=1) / p[idx].sum(axis=1)
-    ci = percentile_interval(ratios.tolist(), level)
+    ci = ratio_of_sums_bootstrap(direct_s, proxy_s, n_resamples=n_boot, seed=seed, confidence=level)
     return ci.low, ci.high
 
 

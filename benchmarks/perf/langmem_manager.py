@@ -42,6 +42,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.langmem_backend import LangMemBackend
@@ -86,13 +87,9 @@ class CountingChatModel:
             yield chunk
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile: the ceil(q*n)-th smallest value; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, -(-int(q * 100) * len(ordered) // 100))
-    return ordered[min(rank, len(ordered)) - 1]
+def nearest_rank(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100, ``stats.percentile``'s nearest rank); None for no values."""
+    return percentile(values, q, method="nearest_rank") if values else None
 
 
 def found(texts: list[str], answers: list[str]) -> bool:
@@ -164,8 +161,8 @@ class ManagerRun:
         return {
             "model": self.model, "manager": self.manager, "timeout_s": self.endpoint.timeout_s,
             "writes": self.writes,
-            "latency_p50_s": percentile(latencies, 0.5),
-            "latency_p95_s": percentile(latencies, 0.95),
+            "latency_p50_s": nearest_rank(latencies, 50),
+            "latency_p95_s": nearest_rank(latencies, 95),
             "latency_mean_s": round(statistics.fmean(latencies), 2) if latencies else None,
             "failures": stats.failures, "model_calls": self.chat.calls,
             "model_call_errors": self.chat.errors,

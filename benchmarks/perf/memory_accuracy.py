@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from dmt_proxy.bench.sim.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
+from dmt_proxy.bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
 from dmt_proxy.bench.stats import wilson_interval
 from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.policy import Policy

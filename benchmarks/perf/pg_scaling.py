@@ -1,6 +1,6 @@
 """The PostgreSQL backend and outbox: memory-on added latency, proxy RSS, outbox throughput.
 
-A throwaway PostgreSQL server with pgvector (``tests/pg_fixture.PgCluster``, the
+A throwaway PostgreSQL server with pgvector (``dmt_proxy.testing.pg.PgCluster``, the
 binaries of ``scripts/install_postgres.sh``), real ``dmt-proxy serve`` and
 ``dmt-proxy worker`` processes, the instant fake upstream and a fake auditor.
 
@@ -44,7 +44,6 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.pg_fixture
 
 from _procs import free_port, python, start, stop
 
@@ -296,7 +295,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from dmt_proxy.testing import upstream_server  # noqa: F401  (fails early if missing)
-    from tests.pg_fixture import PgCluster, find_bindir
+    from dmt_proxy.testing.pg import PgCluster, find_bindir
 
     bindir = find_bindir()
     if bindir is None:

@@ -15,8 +15,10 @@ Beyond the paper, over *contexts* (one counterfactual set each, given as
 ``{context_id: {group: score}}``):
 
 - percentile bootstrap CI resampling whole contexts with replacement
-  (``dmt_proxy.bench.stats.percentile_interval``, linear interpolation);
-- a permutation noise floor: group labels shuffled within each context;
+  (``stats.bootstrap_clusters``, ``stats.percentile_interval``, linear interpolation);
+  AGBV's replicates are ``stats.mean_of_matched_replicates`` of the domains';
+- a permutation noise floor: group labels shuffled within each context
+  (``stats.permute_within_clusters``);
 - paired per-context differences between every two groups.
 
 Undefined values are ``nan``, never an exception: NaN scores are ignored, groups
@@ -28,13 +30,21 @@ there is nothing to compare). AGBV is NaN when any domain is NaN unless
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.stats import NAN, Interval, finite, mean, percentile, percentile_interval
+from dmt_proxy.bench.stats import (
+    NAN,
+    Interval,
+    bootstrap_clusters,
+    finite,
+    mean,
+    percentile,
+    percentile_interval,
+    permute_within_clusters,
+)
 
 ContextScores = Mapping[str, Mapping[str, float]]
 """``{context_id: {group: favourability score}}``; missing groups are absent keys."""
@@ -134,50 +144,22 @@ def mitigation_percentage(delta_mitigated: float, delta_original: float) -> floa
     return (delta_mitigated - delta_original) / abs(delta_original) * 100.0
 
 
-def bootstrap_contexts(
-    contexts: ContextScores,
-    statistic: Callable[[Mapping[str, Sequence[float]]], float],
-    *,
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> list[float]:
-    """``statistic`` of the pooled ``{group: scores}`` of resamples of whole contexts.
-
-    Contexts are drawn with replacement, ``len(contexts)`` per resample; keeping a
-    counterfactual set together preserves the pairing. Empty with fewer than 2
-    contexts (no variability to resample). The draws depend on ``seed`` and the
-    context ids only, so two statistics with one seed see the same resamples.
-    """
-    ids = sorted(contexts)
-    if len(ids) < 2:
-        return []
-    rng = random.Random(seed)
-    out: list[float] = []
-    for _ in range(n_resamples):
-        pooled: dict[str, list[float]] = {}
-        for cid in rng.choices(ids, k=len(ids)):
-            for group, score in contexts[cid].items():
-                pooled.setdefault(group, []).append(score)
-        out.append(statistic(pooled))
-    return out
-
-
 def bootstrap_gbv(
     contexts: ContextScores, *, n_resamples: int = 1000, seed: int = 0
 ) -> list[float]:
-    """GBV of ``n_resamples`` resamples of whole contexts (``bootstrap_contexts``)."""
-    return bootstrap_contexts(contexts, gbv_from_scores, n_resamples=n_resamples, seed=seed)
+    """GBV of ``n_resamples`` resamples of whole contexts (``stats.bootstrap_clusters``)."""
+    return bootstrap_clusters(contexts, gbv_from_scores, n_resamples=n_resamples, seed=seed)
 
 
 def bootstrap_mean_of_groups(
     contexts: ContextScores, *, n_resamples: int = 1000, seed: int = 0
 ) -> list[float]:
-    """s̄_d of ``n_resamples`` resamples of whole contexts (``bootstrap_contexts``)."""
+    """s̄_d of ``n_resamples`` resamples of whole contexts (``stats.bootstrap_clusters``)."""
 
     def centre(pooled: Mapping[str, Sequence[float]]) -> float:
         return mean_of_groups(group_means(pooled))
 
-    return bootstrap_contexts(contexts, centre, n_resamples=n_resamples, seed=seed)
+    return bootstrap_clusters(contexts, centre, n_resamples=n_resamples, seed=seed)
 
 
 def bootstrap_ci(
@@ -187,19 +169,6 @@ def bootstrap_ci(
     return percentile_interval(
         bootstrap_gbv(contexts, n_resamples=n_resamples, seed=seed), confidence
     )
-
-
-def agbv_replicates(replicates_by_domain: Mapping[str, Sequence[float]]) -> list[float]:
-    """AGBV of matched bootstrap replicates: replicate i = mean over domains of their i-th.
-
-    Domains are resampled independently, so this is a valid bootstrap of AGBV.
-    Empty if any domain has no replicates.
-    """
-    lists = list(replicates_by_domain.values())
-    if not lists or any(len(r) == 0 for r in lists):
-        return []
-    n = min(len(r) for r in lists)
-    return [agbv({str(j): r[i] for j, r in enumerate(lists)}) for i in range(n)]
 
 
 def permutation_noise_floor(
@@ -214,17 +183,9 @@ def permutation_noise_floor(
     ids = sorted(contexts)
     if not ids or not math.isfinite(observed):
         return NoiseFloor(mean=NAN, p95=NAN, p_value=NAN, n=0)
-    rng = random.Random(seed)
-    null: list[float] = []
-    for _ in range(n_permutations):
-        pooled: dict[str, list[float]] = {}
-        for cid in ids:
-            groups = list(contexts[cid].keys())
-            values = list(contexts[cid].values())
-            rng.shuffle(values)
-            for group, score in zip(groups, values, strict=True):
-                pooled.setdefault(group, []).append(score)
-        null.append(gbv_from_scores(pooled))
+    null = permute_within_clusters(
+        contexts, gbv_from_scores, n_permutations=n_permutations, seed=seed
+    )
     kept = finite(null)
     exceed = sum(1 for v in kept if v >= observed - 1e-12)
     return NoiseFloor(

@@ -1,4 +1,30 @@
-"""The statistics every benchmark shares: one interval type, Wilson, percentiles, means.
+"""The statistics every benchmark shares: intervals, resampling, percentiles, means.
+
+One module for every interval and resampling scheme of ``dmt_proxy.bench`` (offline
+model fitting is in ``dmt_proxy.bench.fit``):
+
+- intervals: Wilson (``wilson_interval``), Newcombe's difference of two proportions
+  (``newcombe_interval``), percentile intervals of replicates (``percentile_interval``);
+- resampling of clusters (DIB contexts, timing blocks, items), each scheme named by
+  what it draws, because committed results depend on its exact random stream:
+  ``bootstrap_clusters`` (``random.Random``; one statistic at a time, DIB reports),
+  ``paired_cluster_draws`` (numpy; one multiset of clusters shared by every condition
+  of a simulation or dose run, so their differences are paired),
+  ``bootstrap_items`` (``random.Random``; items resampled for a statistic of the
+  sample, auditor F1), ``ratio_of_sums_bootstrap`` (numpy; Σnum/Σden over paired
+  blocks, the perf scripts), ``permute_within_clusters`` (labels shuffled within
+  each cluster, GBV's noise floor) and ``swap_patterns`` (paired swaps of two
+  conditions' clusters, exact when few);
+- replicates of a mean over parts (domains): ``mean_of_matched_replicates`` (NaN
+  when any part's replicate is NaN: every part or none) and
+  ``mean_of_finite_replicates`` (the mean over the parts finite in that replicate).
+- the one estimate type, ``Estimate`` (a value, its ``Interval``, ``k`` of ``n`` for a
+  proportion), written in the shape each result file always had (``FlatEstimate``,
+  ``RateEstimate``, ``CountEstimate``, ``DifferenceEstimate``);
+- few clusters (issue 30; no report uses them yet): Student's t (``t_quantile``), the
+  delete-one-cluster jackknife t interval (``cluster_jackknife``), the MDE with t
+  quantiles, a label-permutation test that says when its level is out of reach, and
+  Holm's correction over a declared family.
 
 Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``):
 
@@ -17,11 +43,14 @@ Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import combinations
 from statistics import NormalDist
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 
 NAN = float("nan")
 Z95 = 1.959963984540054
@@ -51,6 +80,140 @@ class Interval(BaseModel):
     def undefined(cls) -> Interval:
         """``[NaN, NaN]``: no data to bound."""
         return cls(low=NAN, high=NAN)
+
+
+class Estimate(BaseModel):
+    """A point estimate with its confidence interval; ``k`` of ``n`` when it is a proportion.
+
+    The one estimate type of every benchmark. Undefined is NaN (the value, or the ends of
+    ``ci``), as everywhere in this module. Committed result files write it in one of the
+    shapes below (``FlatEstimate``, ``RateEstimate``, ``CountEstimate``); a field's type
+    names its shape, so every file keeps the format it was written in.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: NanFloat
+    ci: Interval = Interval(low=NAN, high=NAN)
+    k: int | None = None
+    """Successes, when the estimate is the proportion ``k/n``."""
+    n: int | None = None
+    """Trials (the denominator), when the estimate is a proportion."""
+
+    @property
+    def defined(self) -> bool:
+        """Whether the point estimate exists (is finite)."""
+        return math.isfinite(self.value)
+
+    @classmethod
+    def of(cls, value: float | None, ci: Interval | None = None) -> Estimate:
+        """``value`` (None: undefined) with ``ci`` (None: no interval)."""
+        return cls(value=NAN if value is None else value, ci=ci or Interval.undefined())
+
+    @classmethod
+    def proportion(cls, k: int, n: int, z: float = Z95) -> Estimate:
+        """``k/n`` with its Wilson interval (``wilson_interval``); NaN for ``n = 0``."""
+        return cls(value=k / n if n else NAN, ci=wilson_interval(k, n, z), k=k, n=n)
+
+
+def or_none(x: float) -> float | None:
+    """``x``, or None when it is not finite (how result files write an undefined number)."""
+    return float(x) if math.isfinite(x) else None
+
+
+_S = TypeVar("_S", bound=BaseModel)
+
+
+def _shape(shape: type[_S], read: Callable[[_S], Estimate], write: Callable[[Estimate], _S]) -> Any:
+    """The Annotated validators/serializer that read and write ``Estimate`` as ``shape``."""
+
+    def before(value: Any) -> Any:
+        if isinstance(value, Estimate):
+            return value
+        return read(value if isinstance(value, shape) else shape.model_validate(value))
+
+    return (BeforeValidator(before), PlainSerializer(write, return_type=shape))
+
+
+class _FlatShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+
+
+def _of_flat(d: _FlatShape) -> Estimate:
+    return Estimate(
+        value=_none_to_nan(d.value), ci=Interval(low=_none_to_nan(d.low), high=_none_to_nan(d.high))
+    )
+
+
+def _to_flat(e: Estimate) -> _FlatShape:
+    return _FlatShape(value=or_none(e.value), low=or_none(e.ci.low), high=or_none(e.ci.high))
+
+
+FlatEstimate = Annotated[Estimate, *_shape(_FlatShape, _of_flat, _to_flat)]
+"""Written ``{"value", "low", "high"}``, null where undefined (simulation and dose results)."""
+
+
+class _RateShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    value: NanFloat
+    ci: Interval
+    numerator: int | None = None
+    denominator: int | None = None
+
+
+def _of_rate(d: _RateShape) -> Estimate:
+    return Estimate(value=d.value, ci=d.ci, k=d.numerator, n=d.denominator)
+
+
+def _to_rate(e: Estimate) -> _RateShape:
+    return _RateShape(value=e.value, ci=e.ci, numerator=e.k, denominator=e.n)
+
+
+RateEstimate = Annotated[Estimate, *_shape(_RateShape, _of_rate, _to_rate)]
+"""Written ``{"value", "ci": {"low", "high"}, "numerator", "denominator"}``, NaN kept for
+the writer to null (auditor evaluation reports)."""
+
+
+class _CountShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    k: int
+    n: int
+    value: float | None
+    ci: Interval
+
+
+def _of_count(d: _CountShape) -> Estimate:
+    return Estimate(value=_none_to_nan(d.value), ci=d.ci, k=d.k, n=d.n)
+
+
+def _to_count(e: Estimate) -> _CountShape:
+    assert e.k is not None and e.n is not None  # a CountEstimate is a proportion
+    return _CountShape(k=e.k, n=e.n, value=or_none(e.value), ci=e.ci)
+
+
+CountEstimate = Annotated[Estimate, *_shape(_CountShape, _of_count, _to_count)]
+"""Written ``{"k", "n", "value", "ci": {"low", "high"}}``, value null when undefined (IAT)."""
+
+
+class _DifferenceShape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    value: float | None
+    ci: Interval | None
+
+
+def _of_difference(d: _DifferenceShape) -> Estimate:
+    return Estimate(value=_none_to_nan(d.value), ci=d.ci or Interval.undefined())
+
+
+def _to_difference(e: Estimate) -> _DifferenceShape:
+    return _DifferenceShape(value=or_none(e.value), ci=e.ci if e.defined else None)
+
+
+DifferenceEstimate = Annotated[Estimate, *_shape(_DifferenceShape, _of_difference, _to_difference)]
+"""Written ``{"value", "ci": {"low", "high"}}``, both null when undefined (IAT drift)."""
 
 
 def finite(values: Iterable[float | None]) -> list[float]:
@@ -198,3 +361,405 @@ def minimum_detectable_effect(se: float, *, alpha: float = 0.05, power: float = 
     if not math.isfinite(se) or se <= 0:
         return NAN
     return (normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power)) * se
+
+
+def newcombe_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> Interval:
+    """Newcombe's hybrid score interval for ``d = k2/n2 − k1/n1`` (independent samples).
+
+    With Wilson intervals ``[l1, u1]`` of ``p1 = k1/n1`` and ``[l2, u2]`` of ``p2 = k2/n2``:
+    ``low = d − sqrt((p2 − l2)² + (u1 − p1)²)``, ``high = d + sqrt((u2 − p2)² + (p1 − l1)²)``,
+    clamped to [−1, 1] (method 10 of Newcombe 1998). ``n1 = 0`` or ``n2 = 0`` raises
+    ``ValueError`` (no proportion to compare).
+    """
+    if n1 <= 0 or n2 <= 0:
+        raise ValueError(f"need two non-empty samples, got n1={n1}, n2={n2}")
+    p1, p2 = k1 / n1, k2 / n2
+    ci1, ci2 = wilson_interval(k1, n1, z), wilson_interval(k2, n2, z)
+    l1, u1, l2, u2 = ci1.low, ci1.high, ci2.low, ci2.high
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return Interval(low=max(-1.0, low), high=min(1.0, high))
+
+
+Clusters = Mapping[str, Mapping[str, float]]
+"""``{cluster_id: {label: value}}``: e.g. a DIB context's score per group."""
+Pooled = Mapping[str, Sequence[float]]
+"""``{label: [values]}``: the clusters of one resample, pooled by label."""
+
+
+def bootstrap_clusters(
+    clusters: Clusters,
+    statistic: Callable[[Pooled], float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[float]:
+    """``statistic`` of the pooled ``{label: values}`` of resamples of whole clusters.
+
+    Clusters are drawn with replacement, ``len(clusters)`` per resample, with
+    ``random.Random(seed).choices`` over the sorted ids; keeping a cluster together
+    preserves its pairing. Empty with fewer than 2 clusters (no variability to
+    resample). The draws depend on ``seed`` and the ids only, so two statistics with
+    one seed see the same resamples.
+    """
+    ids = sorted(clusters)
+    if len(ids) < 2:
+        return []
+    rng = random.Random(seed)
+    out: list[float] = []
+    for _ in range(n_resamples):
+        pooled: dict[str, list[float]] = {}
+        for cid in rng.choices(ids, k=len(ids)):
+            for label, value in clusters[cid].items():
+                pooled.setdefault(label, []).append(value)
+        out.append(statistic(pooled))
+    return out
+
+
+def permute_within_clusters(
+    clusters: Clusters,
+    statistic: Callable[[Pooled], float],
+    *,
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> list[float]:
+    """``statistic`` of the pooled values with labels shuffled within each cluster (the null).
+
+    Per permutation, each cluster (sorted ids) shuffles its values over its labels with
+    one ``random.Random(seed)``. Empty without clusters.
+    """
+    ids = sorted(clusters)
+    if not ids:
+        return []
+    rng = random.Random(seed)
+    null: list[float] = []
+    for _ in range(n_permutations):
+        pooled: dict[str, list[float]] = {}
+        for cid in ids:
+            labels = list(clusters[cid].keys())
+            values = list(clusters[cid].values())
+            rng.shuffle(values)
+            for label, value in zip(labels, values, strict=True):
+                pooled.setdefault(label, []).append(value)
+        null.append(statistic(pooled))
+    return null
+
+
+def paired_cluster_draws(
+    n_clusters: int, *, n_resamples: int, seed: int, stratum: str
+) -> np.ndarray:
+    """Cluster indices of ``n_resamples`` bootstrap resamples, ``[resample, draw]``.
+
+    ``n_clusters`` draws with replacement per resample from
+    ``numpy.random.default_rng([seed mod 2³², *stratum's UTF-8 bytes])``: the same
+    draws for one (seed, stratum) whatever is computed from them, so every condition
+    given them is resampled alike and differences between conditions stay paired.
+    """
+    rng = np.random.default_rng([seed % 2**32, *stratum.encode()])
+    return rng.integers(0, n_clusters, size=(n_resamples, n_clusters))
+
+
+def swap_patterns(n_clusters: int, *, n_permutations: int, seed: int) -> tuple[np.ndarray, bool]:
+    """Which clusters swap their two conditions, ``[pattern, cluster]``, and whether exhaustive.
+
+    When the ``2^C`` patterns of ``C`` clusters number no more than ``n_permutations``,
+    every pattern once (``exact`` = True: a permutation p-value is then exact, never below
+    ``2 / 2^C``); otherwise ``n_permutations`` patterns, each cluster swapped with
+    probability ½ by ``numpy.random.default_rng([seed mod 2³², C])``.
+    """
+    exact = 2**n_clusters <= n_permutations
+    if exact:
+        codes = np.arange(2**n_clusters)[:, None] >> np.arange(n_clusters)[None, :]
+        return (codes & 1).astype(bool), True
+    rng = np.random.default_rng([seed % 2**32, n_clusters])
+    return rng.random((n_permutations, n_clusters)) < 0.5, False
+
+
+T = TypeVar("T")
+
+
+def bootstrap_items(
+    items: Sequence[T],
+    statistic: Callable[[list[T]], float],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[float]:
+    """``statistic`` of ``n_resamples`` resamples of ``items`` (with replacement); NaN dropped.
+
+    Each resample draws ``len(items)`` indices with ``random.Random(seed).randrange``.
+    Empty without items.
+    """
+    if not items:
+        return []
+    rng = random.Random(seed)
+    values: list[float] = []
+    for _ in range(n_resamples):
+        sample = [items[rng.randrange(len(items))] for _ in items]
+        value = statistic(sample)
+        if not math.isnan(value):
+            values.append(value)
+    return values
+
+
+def ratio_of_sums_bootstrap(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Interval:
+    """Percentile bootstrap CI of ``Σ numerator / Σ denominator`` over paired units (blocks).
+
+    Each resample draws ``B`` unit indices with replacement
+    (``numpy.random.default_rng(seed).integers``) and computes ``Σnum[idx] / Σden[idx]``;
+    the CI is the central ``confidence`` interval of those ratios (``percentile_interval``,
+    linear). ``[NaN, NaN]`` with fewer than 2 units or unpaired lengths.
+    """
+    if len(numerator) < 2 or len(numerator) != len(denominator):
+        return Interval.undefined()
+    a, b = np.asarray(numerator, float), np.asarray(denominator, float)
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_resamples, len(a)))
+    return percentile_interval((a[idx].sum(axis=1) / b[idx].sum(axis=1)).tolist(), confidence)
+
+
+def mean_of_matched_replicates(replicates_by_part: Mapping[str, Sequence[float]]) -> list[float]:
+    """Replicate i = ``(1/P) Σ_p r_p[i]`` over every part; NaN when any part's i-th is not finite.
+
+    For parts resampled independently (DIB domains) this is a bootstrap of the mean
+    over parts. As long as the shortest part; empty if there is no part or one is empty.
+    """
+    lists = list(replicates_by_part.values())
+    if not lists or any(len(r) == 0 for r in lists):
+        return []
+    n = min(len(r) for r in lists)
+    out: list[float] = []
+    for i in range(n):
+        values = [float(r[i]) for r in lists]
+        out.append(NAN if any(not math.isfinite(v) for v in values) else sum(values) / len(values))
+    return out
+
+
+def mean_of_finite_replicates(reps: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Replicate i = the mean of ``reps[p][i]`` over the parts p finite in replicate i.
+
+    NaN where no part is finite; empty without parts. (Simulation and dose runs: a
+    domain whose resample has no two scored groups drops out of that replicate only.)
+    """
+    if not reps:
+        return np.array([])
+    stack = np.stack(list(reps.values()))
+    ok = ~np.isnan(stack)
+    n = ok.sum(axis=0)
+    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+
+
+# ---------------------------------------------------------------- few clusters (issue 30)
+# Not used by any report yet. With 4 to 24 DIB contexts (clusters) a normal quantile
+# understates the uncertainty of a cluster-level estimate; these use Student's t with
+# G − 1 degrees of freedom, say when a permutation test cannot reach its level, and
+# correct a declared family of tests for multiplicity.
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):  # fmt: skip
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function (``0 <= x <= 1``)."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))  # fmt: skip
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T ≤ t) for Student's t with ``df`` degrees of freedom: ``1 − ½ I_{df/(df+t²)}(df/2, ½)``."""
+    if df <= 0:
+        raise ValueError(f"df must be positive, got {df}")
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """t_{p, df}: the ``p`` quantile of Student's t (``0 < p < 1``), by bisection on ``t_cdf``."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo < 1e-13 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+def cluster_jackknife(
+    clusters: Sequence[T], statistic: Callable[[Sequence[T]], float], confidence: float = 0.95
+) -> Estimate:
+    """``statistic`` of all G clusters with a delete-one-cluster jackknife t interval.
+
+    With ``θ_(i)`` the statistic without cluster i and ``θ̄`` their mean:
+    ``SE² = (G − 1)/G · Σ_i (θ_(i) − θ̄)²`` and the interval ``θ̂ ± t_{1−α/2, G−1} · SE``.
+    For the mean of cluster values this is exactly the one-sample t interval. Undefined
+    (NaN interval) with fewer than 2 clusters or a non-finite leave-one-out value.
+    """
+    value = statistic(list(clusters))
+    g = len(clusters)
+    if g < 2:
+        return Estimate(value=value)
+    loo = [statistic([c for j, c in enumerate(clusters) if j != i]) for i in range(g)]
+    if not all(math.isfinite(x) for x in loo) or not math.isfinite(value):
+        return Estimate(value=value)
+    centre = sum(loo) / g
+    se = math.sqrt((g - 1) / g * sum((x - centre) ** 2 for x in loo))
+    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, g - 1) * se
+    return Estimate(value=value, ci=Interval(low=value - half, high=value + half))
+
+
+def minimum_detectable_effect_t(
+    se: float, df: float, *, alpha: float = 0.05, power: float = 0.8
+) -> float:
+    """``minimum_detectable_effect`` with t quantiles: ``(t_{1−α/2, df} + t_{power, df}) · SE``.
+
+    For an estimate over G clusters, ``df = G − 1``; at 4 clusters the factor is
+    ``3.182 + 0.978 = 4.16`` rather than the normal 2.80. NaN when SE is NaN or ≤ 0.
+    """
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"need 0 < alpha < 1 and 0 < power < 1, got {alpha}, {power}")
+    if not math.isfinite(se) or se <= 0:
+        return NAN
+    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
+
+
+class PermutationTest(BaseModel):
+    """A label-permutation test and whether its design can reach ``alpha`` at all."""
+
+    model_config = ConfigDict(frozen=True)
+    statistic: float
+    """mean(treated clusters) − mean(control clusters)."""
+    p_value: float
+    min_p: float
+    """The smallest p-value this design can produce, whatever the data."""
+    n_assignments: int
+    """Label assignments compared (every one when ``exact``)."""
+    exact: bool
+    alpha: float
+    testable: bool
+    """``min_p <= alpha``: otherwise no data could reject, and ``verdict`` says so."""
+    verdict: Literal["reject", "do not reject", "not testable at alpha"]
+
+
+def label_permutation_test(
+    values: Sequence[float],
+    treated: Sequence[bool],
+    *,
+    alpha: float = 0.05,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> PermutationTest:
+    """Two-sided test of ``mean(treated) − mean(control)`` by permuting the cluster labels.
+
+    Every one of the ``C(G, G_t)`` assignments of the treated labels when they number no
+    more than ``n_permutations`` (exact: ``p = #{|T_a| ≥ |T_obs|} / N``, smallest ``1/N``,
+    or ``2/N`` when the arms are the same size, since swapping them gives the same |T|);
+    otherwise ``n_permutations`` random assignments (``p = (1 + #) / (1 + n)``, smallest
+    ``1/(1 + n)``). When that smallest p exceeds ``alpha`` the verdict is "not testable
+    at alpha" whatever the data: 4 clusters split 2/2 give ``min_p = 2/6``.
+    """
+    if len(values) != len(treated):
+        raise ValueError("one label per cluster value")
+    g, g_t = len(values), sum(bool(t) for t in treated)
+    if g_t == 0 or g_t == g:
+        raise ValueError("need at least one treated and one control cluster")
+
+    def diff(labels: Sequence[bool]) -> float:
+        a = [v for v, t in zip(values, labels, strict=True) if t]
+        b = [v for v, t in zip(values, labels, strict=True) if not t]
+        return sum(a) / len(a) - sum(b) / len(b)
+
+    observed = diff(treated)
+    total = math.comb(g, g_t)
+    exact = total <= n_permutations
+    if exact:
+        draws = [[i in chosen for i in range(g)] for chosen in combinations(range(g), g_t)]
+    else:
+        rng = random.Random(seed)
+        draws = []
+        for _ in range(n_permutations):
+            chosen = set(rng.sample(range(g), g_t))
+            draws.append([i in chosen for i in range(g)])
+    exceed = sum(abs(diff(d)) >= abs(observed) - 1e-12 for d in draws)
+    if exact:
+        p, min_p = exceed / total, (2 if 2 * g_t == g else 1) / total
+    else:
+        p, min_p = (1 + exceed) / (1 + n_permutations), 1 / (1 + n_permutations)
+    testable = min_p <= alpha
+    verdict: Literal["reject", "do not reject", "not testable at alpha"] = (
+        "not testable at alpha" if not testable else "reject" if p <= alpha else "do not reject"
+    )
+    return PermutationTest(
+        statistic=observed, p_value=p, min_p=min_p, n_assignments=len(draws), exact=exact,
+        alpha=alpha, testable=testable, verdict=verdict,
+    )  # fmt: skip
+
+
+class HolmResult(BaseModel):
+    """One hypothesis of a family after Holm's step-down correction."""
+
+    model_config = ConfigDict(frozen=True)
+    p_value: float
+    adjusted: float
+    reject: bool
+
+
+def holm(p_values: Mapping[str, float], *, alpha: float = 0.05) -> dict[str, HolmResult]:
+    """Holm's step-down correction over the declared family ``p_values`` (name → p).
+
+    Sorted ascending, ``p_(1) ≤ … ≤ p_(m)``: ``adj_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j))``;
+    a hypothesis is rejected when its adjusted p is at most ``alpha`` (family-wise error
+    ≤ alpha). A NaN p still counts in ``m`` (the family is what was declared, not what
+    could be computed), gets a NaN adjusted p and is not rejected. Names keep their order.
+    """
+    m = len(p_values)
+    order = sorted((p, name) for name, p in p_values.items() if math.isfinite(p))
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for j, (p, name) in enumerate(order):
+        running = max(running, min(1.0, (m - j) * p))
+        adjusted[name] = running
+    return {
+        name: HolmResult(
+            p_value=p,
+            adjusted=adjusted.get(name, NAN),
+            reject=name in adjusted and adjusted[name] <= alpha,
+        )
+        for name, p in p_values.items()
+    }

@@ -2,7 +2,8 @@
 
 Each command group lives in its own module exposing ``register(subparsers)``;
 the module adds its parser(s) and sets ``func`` to a callable taking the parsed
-arguments and returning an exit code.
+arguments and returning an exit code. The proxy's ``Settings`` (``DMT_*``) are built
+once, here, and reach every command as ``args.settings``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
 
 COMMAND_MODULES: tuple[str, ...] = (
     "dmt_proxy.bench.dib.cli",
@@ -72,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        args.settings = Settings.from_env()
         with sigterm_interrupts():
             return int(args.func(args))
     except ConfigError as exc:

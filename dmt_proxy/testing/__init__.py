@@ -9,7 +9,10 @@ Tests and users share these (STYLE: fakes, not mocks of our own interfaces):
 - ``dib``: ``FakeDecisionUpstream``, a scripted decision endpoint for DIB runs;
 - ``sim``: ``FakeProxy`` and the scripted generator/agent for simulation runs;
 - ``app``: ``app_client``, the real app in process behind an ``httpx`` client;
-- ``fixtures``: the pytest fixtures built on ``app`` (the only module importing pytest).
+- ``pg``: ``PgCluster``, a throwaway PostgreSQL server with pgvector (tests and the
+  PostgreSQL benchmark);
+- ``fixtures`` and ``pg_fixtures``: the pytest fixtures built on ``app`` and ``pg`` (the
+  only modules importing pytest).
 
 Production modules do not import this package, except by name where a fake is a
 plugin a user can select (the ``scripted`` auditor, loaded when asked for). Importing

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmt_proxy.bench.sim.proxy import ProxyClient, free_port
+from dmt_proxy.bench.harness.proxy import ProxyClient, free_port
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import UpstreamCall
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dmt_proxy.bench.sim.proxy import free_port
+from dmt_proxy.bench.harness.proxy import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.pg_fixture import PgCluster, find_bindir
+from dmt_proxy.testing.pg import PgCluster, find_bindir
 from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import (
     CLEAN_VERDICT,

@@ -3,7 +3,7 @@
 Real processes: two ``dmt-proxy serve --no-worker`` on the fake upstream (an instant
 OpenAI-compatible server that is not a model; its auditor alias answers a clean
 verdict), one ``dmt-proxy worker``, and the throwaway PostgreSQL server of
-``tests/pg_fixture.py`` holding the memory store and the outbox.
+``dmt_proxy/testing/pg.py`` holding the memory store and the outbox.
 """
 
 from __future__ import annotations

@@ -23,8 +23,12 @@ from dmt_proxy.bench.auditor_eval.report import RunInfo, to_markdown, write_repo
 from dmt_proxy.bench.auditor_eval.runner import run_items
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.upstream.models import NO_KEY
+
+SETTINGS = Settings()
+"""Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +104,7 @@ async def test_runner_summary_and_reports(items: list[EvalItem], tmp_path: Path)
     summary = summarize(
         [r.prediction() for r in results], 0.5, domains=DOMAINS, strategies=STRATEGIES
     )
-    assert summary.error_rate.numerator == 1 and summary.failure_rate.numerator == 1
+    assert summary.error_rate.k == 1 and summary.failure_rate.k == 1
     assert summary.overall.counts.fp == 0 and summary.bias_type_accuracy.value == 1.0
     info = RunInfo(
         model="fake", litellm_model="fake", api_base=None, prompt_version="auditor_v1",
@@ -134,28 +138,32 @@ def _args(**kw: object) -> argparse.Namespace:
 def test_cli_resolves_local_server_alias_hosted_and_rejects_bare_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server = resolve_endpoint(_args(model="qwen2.5-1.5b", base_url="http://127.0.0.1:8092/v1"))
+    server = resolve_endpoint(
+        _args(model="qwen2.5-1.5b", base_url="http://127.0.0.1:8092/v1"), SETTINGS
+    )
     assert (server.model, server.api_base, server.api_key) == (
         "openai/qwen2.5-1.5b",
         "http://127.0.0.1:8092/v1",
         NO_KEY,
     )
-    alias = resolve_endpoint(_args(model="local/qwen2.5-1.5b"))
+    alias = resolve_endpoint(_args(model="local/qwen2.5-1.5b"), SETTINGS)
     assert alias.model == "openai/qwen2.5-1.5b" and str(alias.api_base).endswith(":8092/v1")
     hosted_args = _args(model="openai/gpt-4o-mini", structured_output="json_object")
-    hosted = resolve_endpoint(hosted_args)
+    hosted = resolve_endpoint(hosted_args, SETTINGS)
     assert hosted.api_base is None
     assert auditor_options(hosted_args).structured_output == "json_object"
     monkeypatch.setenv("MY_KEY", "secret")
     assert (
-        resolve_endpoint(_args(model="anthropic/claude-3-haiku", api_key_env="MY_KEY")).api_key
+        resolve_endpoint(
+            _args(model="anthropic/claude-3-haiku", api_key_env="MY_KEY"), SETTINGS
+        ).api_key
         == "secret"
     )
     with pytest.raises(ConfigError):
-        resolve_endpoint(_args(model="gpt-4o-mini"))
+        resolve_endpoint(_args(model="gpt-4o-mini"), SETTINGS)
     monkeypatch.delenv("MY_KEY")
     with pytest.raises(ConfigError):
-        resolve_endpoint(_args(model="openai/x", api_key_env="MY_KEY"))
+        resolve_endpoint(_args(model="openai/x", api_key_env="MY_KEY"), SETTINGS)
 
 
 async def test_first_stage_report_reads_auditor_results(

@@ -22,12 +22,12 @@ from dmt_proxy.audit.logprob import (
     calibration_key,
     class_mass,
     domain_distribution,
-    fit_platt,
     grammar,
     load_calibration,
     p_yes,
 )
 from dmt_proxy.audit.schema import AuditCandidate, VerdictStatus
+from dmt_proxy.bench.fit import fit_platt
 from dmt_proxy.errors import ConfigError, UpstreamRejected
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy
@@ -226,7 +226,7 @@ def test_an_anti_correlated_model_is_calibrated_to_the_base_rate() -> None:
 
 
 def test_fusion_fit_by_hand() -> None:
-    from dmt_proxy.audit.logprob import auc, fit_fusion
+    from dmt_proxy.bench.fit import auc, fit_fusion
 
     # The classifier separates perfectly, the LLM not at all: the fusion leans on the classifier.
     llm = [0.5, 0.5, 0.5, 0.5, 0.6, 0.4]

@@ -32,11 +32,15 @@ from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
 from dmt_proxy.bench.dose.results import build_results, find_row, paired_permutation
 from dmt_proxy.bench.dose.runner import dose_policy, run_dose
 from dmt_proxy.bench.dose.seeds import biased_order, seeds_for
-from dmt_proxy.bench.sim.runner import Manifest
+from dmt_proxy.bench.harness.rundir import Manifest
 from dmt_proxy.cli.bench_cli import main
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
 from dmt_proxy.testing.sim import BIAS_MARKER, FakeProxy, scripted_agent_reply
 from dmt_proxy.upstream.base import UpstreamCall
+
+SETTINGS = Settings()
+"""Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""
 
 # ----------------------------------------------------------------- config and seeds
 
@@ -164,7 +168,7 @@ def test_results_diagonal_off_diagonal_shift_mp_and_content_by_hand() -> None:
     # GBV of two groups a gap g apart is g/2: ΔGBV_age = 3 − 1.
     assert off.diagonal is not None and off.diagonal.value == pytest.approx(2.0)
     # The jitter is shared, so every resample gives the same Δ: a CI of width 0.
-    assert off.diagonal.low == pytest.approx(2.0) and off.diagonal.high == pytest.approx(2.0)
+    assert off.diagonal.ci.low == pytest.approx(2.0) and off.diagonal.ci.high == pytest.approx(2.0)
     assert off.off_diagonal is not None and off.off_diagonal.value == pytest.approx(0.0)
     assert off.agbv.value == pytest.approx(1.0)  # (2 + 0) / 2
     # Δs̄: the mean of the group means moves by −4 minus half the extra gap on age.
@@ -275,7 +279,7 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
 ) -> None:
     config = tiny(proxy)
     out = tmp_path / "run"
-    run = await run_dose(config, out, progress=None, items=MARKED)
+    run = await run_dose(config, out, settings=SETTINGS, progress=None, items=MARKED)
     # Seeds went in through the admin API: the agent was asked DIB decisions only.
     per_cell = len(run.samples)
     assert per_cell == 2 * 3 + 2 * 4
@@ -297,16 +301,16 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     off3 = find_row(rows, c.ScopeKey(source="age", kind="biased", k=3), "off")
     dmt3 = find_row(rows, c.ScopeKey(source="age", kind="biased", k=3), "dmt")
     assert off3 is not None and dmt3 is not None
-    assert off3.diagonal is not None and off3.diagonal.value is not None
+    assert off3.diagonal is not None and off3.diagonal.defined
     assert off3.diagonal.value > 0  # the penalty hits some age groups: the gap grows
     assert dmt3.diagonal is not None and dmt3.diagonal.value == pytest.approx(0.0, abs=1e-9)
     assert dmt3.mp_diagonal is not None and dmt3.mp_diagonal.value == pytest.approx(-100.0)
-    assert off3.mean_shift.value is not None and off3.mean_shift.value < 0
+    assert off3.mean_shift.defined and off3.mean_shift.value < 0
     # The ablations: this agent heeds the instruction, not the tags.
     key3 = c.ScopeKey(source="age", kind="biased", k=3)
     tags3, instr3 = find_row(rows, key3, "dmt-tags"), find_row(rows, key3, "dmt-instruction")
     assert tags3 is not None and tags3.diagonal is not None and tags3.tagged == 3
-    assert tags3.diagonal.value is not None and tags3.diagonal.value > 0
+    assert tags3.diagonal.defined and tags3.diagonal.value > 0
     assert instr3 is not None and instr3.diagonal is not None
     assert instr3.diagonal.value == pytest.approx(0.0, abs=1e-9)
     assert instr3.mp_diagonal is not None and instr3.mp_diagonal.value == pytest.approx(-100.0)
@@ -327,13 +331,13 @@ async def test_whole_run_seeds_reads_reports_and_a_rerun_asks_nothing(
     for name in ("results.json", "report.md", "report.html", "dose_response.png"):
         assert (out / name).exists(), name
 
-    rates, label = estimate.latencies(config, out, live=False)
+    rates, label = estimate.latencies(config, out, live=False, settings=SETTINGS)
     assert label == f"run {out}" and rates["dib"] > 0 and rates["audit"] >= 0
     done = estimate.build(config, out, rates, label)
     assert done.cells_todo == 0 and done.seed_writes == 0 and done.total_hours == 0
 
     before = len(proxy.chat.calls)
-    await run_dose(config, out, resume=True, progress=None, items=MARKED)
+    await run_dose(config, out, resume=True, settings=SETTINGS, progress=None, items=MARKED)
     assert len(proxy.chat.calls) == before  # everything on disk: nothing asked again
     assert Manifest.model_validate_json((out / "run.json").read_text()).status == "complete"
 
@@ -342,11 +346,25 @@ async def test_a_new_run_refuses_a_used_directory_and_another_config(
     proxy: FakeProxy, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
-    await run_dose(tiny(proxy, modes=["off"], doses=[0, 1]), out, progress=None, items=MARKED)
+    await run_dose(
+        tiny(proxy, modes=["off"], doses=[0, 1]),
+        out,
+        settings=SETTINGS,
+        progress=None,
+        items=MARKED,
+    )
     with pytest.raises(ConfigError, match="pass --resume"):
-        await run_dose(tiny(proxy, modes=["off"], doses=[0, 1]), out, progress=None)
+        await run_dose(
+            tiny(proxy, modes=["off"], doses=[0, 1]), out, settings=SETTINGS, progress=None
+        )
     with pytest.raises(ConfigError, match="another config"):
-        await run_dose(tiny(proxy, modes=["off"], doses=[0, 3]), out, resume=True, progress=None)
+        await run_dose(
+            tiny(proxy, modes=["off"], doses=[0, 3]),
+            out,
+            resume=True,
+            settings=SETTINGS,
+            progress=None,
+        )
 
 
 async def test_seeding_resumes_without_duplicating_memories(

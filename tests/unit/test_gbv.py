@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dmt_proxy.bench import gbv as m
+from dmt_proxy.bench import stats
 
 
 def test_perfectly_fair_model_has_gbv_zero() -> None:
@@ -72,8 +73,8 @@ def test_bootstrap_is_seeded_and_needs_two_contexts() -> None:
 
 
 def test_agbv_replicates_average_matched_replicates() -> None:
-    assert m.agbv_replicates({"x": [1.0, 3.0], "y": [3.0, 5.0]}) == [2.0, 4.0]
-    assert m.agbv_replicates({"x": [1.0], "y": []}) == []
+    assert stats.mean_of_matched_replicates({"x": [1.0, 3.0], "y": [3.0, 5.0]}) == [2.0, 4.0]
+    assert stats.mean_of_matched_replicates({"x": [1.0], "y": []}) == []
 
 
 def test_noise_floor_separates_a_real_gap_from_none() -> None:
@@ -153,5 +154,5 @@ def test_every_group_shifting_moves_the_mean_not_gbv() -> None:
 
 def test_bootstrap_contexts_shares_its_draws_between_statistics() -> None:
     ctx = {"c1": {"a": 10.0, "b": 20.0}, "c2": {"a": 30.0, "b": 30.0}, "c3": {"a": 0.0}}
-    gbvs = m.bootstrap_contexts(ctx, m.gbv_from_scores, n_resamples=30, seed=9)
+    gbvs = stats.bootstrap_clusters(ctx, m.gbv_from_scores, n_resamples=30, seed=9)
     assert gbvs == m.bootstrap_gbv(ctx, n_resamples=30, seed=9)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dmt_proxy.bench.harness.rundir import Manifest
 from dmt_proxy.bench.iat.live_plan import (
     CompareRun,
     agent_model,
@@ -35,10 +36,11 @@ from dmt_proxy.bench.iat.stimuli import load_stimuli
 from dmt_proxy.bench.iat.templates import VARIANTS
 from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
 from dmt_proxy.bench.sim import runner
-from dmt_proxy.bench.sim.config import SimConfig, parse_config
+from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig, parse_config
 from dmt_proxy.cli.bench_cli import main as bench_main
 from dmt_proxy.memory.base import MemoryRecord, Scope, with_audit
 from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.sim import (
     BIAS_MARKER,
@@ -47,6 +49,9 @@ from dmt_proxy.testing.sim import (
     scripted_generator,
 )
 from dmt_proxy.upstream.base import UpstreamCall
+
+SETTINGS = Settings()
+"""Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""
 
 PROBE = ["--runs", "1", "--templates", "1", "--categories", "race", "--concurrency", "2"]
 PLANS: dict[str, tuple[TrialPlan, str]] = {}
@@ -116,7 +121,9 @@ def compare_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     out = base / "run"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DMT_ADMIN_KEY", fake.admin_key)
-        asyncio.run(runner.run_compare(config, out, generator=scripted_generator()))
+        asyncio.run(
+            runner.run_compare(config, out, generator=scripted_generator(), settings=SETTINGS)
+        )
     manifest = json.loads((out / "run.json").read_text())
     yield Run(fake, out, manifest["run_id"])
     fake.stop()
@@ -249,8 +256,8 @@ def _fabricated_run(
     config = parse_config({"memory": ["memory"], "conditions": ["baseline", "dmt"], **raw})
     out = tmp / f"run-{kind}-{status}"
     out.mkdir()
-    manifest = runner.Manifest(
-        kind=kind, name=config.name, digest=config.digest(), run_id="feed", created="now",
+    manifest = Manifest(
+        sim_version=SIM_VERSION, kind=kind, name=config.name, digest=config.digest(), run_id="feed", created="now",
         status=status, config=config.model_dump(mode="json"),
     )  # fmt: skip
     (out / "run.json").write_text(manifest.model_dump_json())

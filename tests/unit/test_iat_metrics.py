@@ -29,11 +29,12 @@ def test_sc_counts_invalid_in_n() -> None:
 def test_sc_empty_is_defined() -> None:
     score = stereotypical_score(ScoreCounts())
     assert score.n == 0
-    assert score.sc.value is None
+    assert not score.sc.defined and score.model_dump(mode="json")["sc"]["value"] is None
     assert math.isnan(score.sc.ci.low) and math.isnan(score.sc.ci.high)
     only_invalid = stereotypical_score(ScoreCounts(n_invalid=5))
     assert only_invalid.sc.value == 0.0
-    assert only_invalid.sc_valid.value is None
+    assert not only_invalid.sc_valid.defined
+    assert only_invalid.model_dump(mode="json")["sc_valid"]["value"] is None
     assert only_invalid.invalid_rate.value == 1.0
 
 
@@ -53,7 +54,7 @@ def test_newcombe_published_example() -> None:
 
 def test_newcombe_empty_side() -> None:
     diff = newcombe_difference(proportion(0, 0), proportion(3, 10))
-    assert diff.value is None and diff.ci is None
+    assert not diff.defined and math.isnan(diff.ci.low) and math.isnan(diff.ci.high)
 
 
 def test_newcombe_identical_is_centred_on_zero() -> None:

@@ -155,7 +155,7 @@ async def test_invalid_answers_are_counted_in_n() -> None:
     assert score is not None
     assert (score.n, score.counts.n_invalid, score.sc.value) == (10, 10, 0.0)
     assert score.invalid_rate.value == 1.0
-    assert score.sc_valid.value is None
+    assert not score.sc_valid.defined
 
 
 async def test_call_errors_are_recorded_not_raised() -> None:

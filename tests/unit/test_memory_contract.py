@@ -9,7 +9,7 @@ with the reason, a built-in one fails.
 Real pieces throughout: the real local embedder (loaded once per session), real
 mem0 with its on-disk Qdrant store, the langgraph SQLite store, the paging
 SQLite store, and PostgreSQL with pgvector (a throwaway server started by
-``tests/pg_fixture.py``, a fresh database per test). The ``memory`` backend is
+``dmt_proxy/testing/pg.py``, a fresh database per test). The ``memory`` backend is
 the shipped in-process fake and runs here with its keyword scoring.
 """
 

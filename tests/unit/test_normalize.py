@@ -15,7 +15,7 @@ from dmt_proxy.audit.normalize import PLACEHOLDERS, excerpt, normalize_memory
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import load_items
-from dmt_proxy.bench.sim.mmlu import load_source
+from dmt_proxy.bench.mmlu import load_source
 from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.tags import MANIPULATION_RULES, AuditStatus, BiasTag, Finding, FindingKind

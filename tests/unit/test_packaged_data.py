@@ -39,14 +39,16 @@ def audit(event, args):
 sys.addaudithook(audit)
 
 import dmt_proxy
+from dmt_proxy.bench.harness.progress import Bars
 from dmt_proxy.bench.sim.config import load_config
-from dmt_proxy.testing.sim import scripted_generator
-from dmt_proxy.bench.sim.progress import Bars
 from dmt_proxy.bench.sim.runner import Experiment
+from dmt_proxy.settings import Settings
+from dmt_proxy.testing.sim import scripted_generator
 
 checkout, out = Path(sys.argv[1]), Path(sys.argv[2])
 config = load_config(checkout / "benchmarks" / "configs" / "quick.yaml")
-exp = Experiment(config, out, resume=False, bars=Bars(enabled=False), generator=scripted_generator())
+exp = Experiment(config, out, settings=Settings(), resume=False, bars=Bars(enabled=False),
+                 generator=scripted_generator())
 try:
     stream = asyncio.run(exp.streams([None]))[None]
 finally:

@@ -1,5 +1,5 @@
 """The ``postgres`` memory backend beyond the shared contract: start-up checks, schema
-versions, what it keeps in SQL. A real PostgreSQL server (``tests/pg_fixture.py``).
+versions, what it keeps in SQL. A real PostgreSQL server (``dmt_proxy/testing/pg.py``).
 
 The shared contract (search, scopes, idempotent writes, audit updates, reopen) runs
 on this backend in ``test_memory_contract.py``.
@@ -19,7 +19,7 @@ from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
 from dmt_proxy.memory.pg_backend import MEMORY_SCHEMA_VERSION
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
-from tests.pg_fixture import PgCluster
+from dmt_proxy.testing.pg import PgCluster
 
 pytestmark = pytest.mark.postgres
 

@@ -1,7 +1,7 @@
 """The PostgreSQL outbox: leased claims, reclaim after a dead worker, exactly-once storage,
 schema versions, and how the memory service picks its outbox.
 
-A real PostgreSQL server (``tests/pg_fixture.py``). Several ``PostgresOutbox``
+A real PostgreSQL server (``dmt_proxy/testing/pg.py``). Several ``PostgresOutbox``
 instances on one database stand for several live workers; a dead worker is a real
 process (``tests/pg_dead_worker.py``) killed with SIGKILL after it claimed rows. The
 memory backend is the real ``postgres`` backend; the auditor is the shipped

@@ -1,6 +1,6 @@
 """The local spool in front of the PostgreSQL outbox: exactly-once forwarding by memory id.
 
-A real PostgreSQL server (``tests/pg_fixture.py``); the outage itself (a server
+A real PostgreSQL server (``dmt_proxy/testing/pg.py``); the outage itself (a server
 stopped with ``pg_ctl`` mid-load) is ``tests/reliability/test_rel_db_down.py``.
 """
 

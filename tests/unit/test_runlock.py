@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench import runlock
-from dmt_proxy.bench.sim.config import load_config
-from dmt_proxy.bench.sim.runner import open_run_dir
+from dmt_proxy.bench.harness import runlock
+from dmt_proxy.bench.harness.rundir import open_run_dir
+from dmt_proxy.bench.sim.config import SIM_VERSION, load_config
 from dmt_proxy.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
@@ -78,13 +78,13 @@ open(path, "w").write(json.dumps(manifest))
 def test_a_resume_reads_the_manifest_a_stopping_run_writes_last(tmp_path: Path) -> None:
     config = load_config(CONFIGS / "compare_local_T20.yaml")
     out = tmp_path / "run"
-    open_run_dir(out, config, resume=False)
+    open_run_dir(out, config, resume=False, version=SIM_VERSION)
     runlock.release(out)
     stopping = subprocess.Popen([sys.executable, "-c", STOPPING, str(out)], stdout=subprocess.PIPE)
     assert stopping.stdout is not None and stopping.stdout.readline() == b"held\n"
     stopping.stdout.close()
     try:
-        manifest = open_run_dir(out, config, resume=True)
+        manifest = open_run_dir(out, config, resume=True, version=SIM_VERSION)
     finally:
         runlock.release(out)
         stopping.wait(timeout=10)

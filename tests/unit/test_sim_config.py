@@ -184,13 +184,14 @@ def test_backend_options_reach_the_proxy_policy() -> None:
 
 
 def test_bad_backend_options_fail_before_the_proxy_starts(tmp_path: Path) -> None:
-    from dmt_proxy.bench.sim.proxy import ManagedProxy, check_backend_options
+    from dmt_proxy.bench.harness.proxy import ManagedProxy
+    from dmt_proxy.bench.sim.proxy import check_backend_options, sim_proxy_spec
 
     config = parse_config({"memory": ["memory"], "backend_options": {"memory": {"bogus": 1}}})
     with pytest.raises(ConfigError, match=r"backend_options\.memory are invalid: bogus"):
         check_backend_options(config, "memory")
     with pytest.raises(ConfigError, match="bogus"):
-        ManagedProxy(config, "memory", tmp_path).start()
+        ManagedProxy(sim_proxy_spec(config, "memory"), "memory", tmp_path).start()
     assert not (tmp_path / "policy.yaml").exists()
     check_backend_options(parse_config({"memory": ["memory"],
                                         "backend_options": {"memory": {"persist": False}}}),

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from dmt_proxy.bench.mmlu import MmluQuestion
 from dmt_proxy.bench.sim.bias_list import load_bias_list
 from dmt_proxy.bench.sim.calllog import CallLog
 from dmt_proxy.bench.sim.injection import (
@@ -22,7 +23,6 @@ from dmt_proxy.bench.sim.injection import (
     question_intact,
     render_messages,
 )
-from dmt_proxy.bench.sim.mmlu import MmluQuestion
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import UpstreamError, UpstreamRejected
 from dmt_proxy.testing.chat import ScriptedChatModel

@@ -10,14 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmt_proxy.bench import gbv as g
+from dmt_proxy.bench import paired as m
 from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.sim import metrics as m
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.report import cell_text, render_table2, table2_rows
 from dmt_proxy.bench.sim.results import CompareResults, arch_result, heatmap_matrix
 from dmt_proxy.bench.sim.stream import summarize
+from dmt_proxy.bench.stats import mean_of_finite_replicates
 
 
 def test_delta_agbv_uses_domains_finite_at_both_ends() -> None:
@@ -138,18 +139,18 @@ def test_heatmap_matrix_and_cell_text() -> None:
     audits = {"age": {0: audit(0, 2.0), 4: audit(4, 6.0)}, "race": {0: audit(0, 2.0)}}
     matrix = heatmap_matrix(4, audits)
     assert matrix == {"age": {"age": pytest.approx(2.0), "race": pytest.approx(2.0)}}
-    from dmt_proxy.bench.sim.results import Cell
+    from dmt_proxy.bench.stats import Estimate, Interval
 
-    assert cell_text(Cell(value=1.234, low=-0.5, high=2.0), Cell(value=-35.0)) == (
-        "+1.23 [-0.50, +2.00] (↓35.0%)"
-    )
-    assert cell_text(Cell(value=None)) == "n/a [n/a, n/a]"
+    assert cell_text(
+        Estimate(value=1.234, ci=Interval(low=-0.5, high=2.0)), Estimate.of(-35.0)
+    ) == ("+1.23 [-0.50, +2.00] (↓35.0%)")
+    assert cell_text(Estimate.of(None)) == "n/a [n/a, n/a]"
 
 
 def test_one_context_per_domain_has_no_ci() -> None:
     one = {"d": {"c1": {"x": 10.0, "y": 20.0}}}
     assert m.joint_bootstrap({"a": one, "b": one}, n_resamples=50) == {"a": {}, "b": {}}
-    assert math.isnan(m.interval(m.agbv_replicates({})).low)
+    assert math.isnan(m.interval(mean_of_finite_replicates({})).low)
 
 
 # -- per-domain CIs, mean shift, both readouts, power (sim-results-v2) -------------------
@@ -220,7 +221,7 @@ def test_mean_shift_is_reported_next_to_delta_agbv_hand_computed() -> None:
     assert base.delta.value == pytest.approx(0.0, abs=1e-12)
     assert base.mean_shift.value == pytest.approx(-2.5)
     # a uniform shift is the same in every resample: its CI is the point
-    assert (base.mean_shift.low, base.mean_shift.high) == pytest.approx((-2.5, -2.5))
+    assert (base.mean_shift.ci.low, base.mean_shift.ci.high) == pytest.approx((-2.5, -2.5))
     assert base.per_domain_shift["age"].value == pytest.approx(-5.0)
     assert rows["dmt"].readouts["expected"].mean_shift.value == pytest.approx(-0.5)
     # the written integer never moved: no shift, no GBV
@@ -243,9 +244,9 @@ def test_a_thin_domain_removes_aggregate_cis_only_and_spans_zero_is_unknown() ->
     head = rows["dmt"].readouts["expected"]
     assert arch.contexts == {"age": 3, "race": 1}
     assert head.per_domain["age"].value == pytest.approx(1.0)  # GBV 1 -> 2
-    assert head.per_domain["age"].low is not None  # age keeps its own CI
-    assert head.per_domain["race"].low is None
-    assert rows["dmt"].delta.low is None and head.mde is None and head.mp is not None
+    assert math.isfinite(head.per_domain["age"].ci.low)  # age keeps its own CI
+    assert math.isnan(head.per_domain["race"].ci.low)
+    assert math.isnan(rows["dmt"].delta.ci.low) and head.mde is None and head.mp is not None
     # no baseline CI: whether it spans 0 is unknown (it used to say True)
     assert rows["dmt"].base_ci_spans_zero is None and head.base_ci_spans_zero is None
     results = CompareResults(name="t", digest="d" * 64, config=config.model_dump(mode="json"),

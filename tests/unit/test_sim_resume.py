@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from dmt_proxy.bench.harness.rundir import Manifest
 from dmt_proxy.bench.sim.records import read_audits, read_turns
-from dmt_proxy.bench.sim.runner import Manifest
 from dmt_proxy.bench.sim.stream import read_stream
 from dmt_proxy.testing.sim import FakeProxy
 

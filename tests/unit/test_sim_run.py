@@ -10,18 +10,21 @@ models run in tests/e2e/test_sim_e2e.py.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dmt_proxy.bench.harness.rundir import Manifest
 from dmt_proxy.bench.sim import heatmap_report, report, runner
 from dmt_proxy.bench.sim.config import SimConfig, parse_config
 from dmt_proxy.bench.sim.records import read_audits, read_turns
 from dmt_proxy.bench.sim.stream import read_stream
 from dmt_proxy.cli.bench_cli import main
 from dmt_proxy.errors import ConfigError, RunInterrupted, UpstreamError
+from dmt_proxy.settings import Settings
 from dmt_proxy.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
@@ -29,6 +32,9 @@ from dmt_proxy.testing.sim import (
     scripted_generator,
 )
 from dmt_proxy.upstream.base import UpstreamCall
+
+SETTINGS = Settings()
+"""Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""
 
 
 @pytest.fixture
@@ -58,7 +64,9 @@ def agent_turns(proxy: FakeProxy) -> list[str]:
 async def test_every_condition_gets_the_identical_stream(proxy: FakeProxy, tmp_path: Path) -> None:
     config = tiny(proxy)
     out = tmp_path / "run"
-    results = await runner.run_compare(config, out, generator=scripted_generator())
+    results = await runner.run_compare(
+        config, out, generator=scripted_generator(), settings=SETTINGS
+    )
     stream = read_stream(next((out / "streams").glob("*.jsonl")))
     assert len(stream) == 4 and any(t.injected for t in stream)
     sent = agent_turns(proxy)
@@ -68,7 +76,7 @@ async def test_every_condition_gets_the_identical_stream(proxy: FakeProxy, tmp_p
         assert sent[block * 4 : block * 4 + 4] == [t.prompt for t in stream]
     # ... and what each condition's memory holds is that same stream, nothing else.
     for cond in config.conditions:
-        user = f"sim-{runner.Manifest.model_validate_json((out / 'run.json').read_text()).run_id}-memory-{cond}"
+        user = f"sim-{Manifest.model_validate_json((out / 'run.json').read_text()).run_id}-memory-{cond}"
         texts = [m["text"] for m in await proxy.client.memories(user)]
         assert [t.split("\nAssistant: ")[0] for t in texts] == [f"User: {s.prompt}" for s in stream]
     # DMT conditions are audited (tagged where the scripted generator injected), others not.
@@ -91,7 +99,9 @@ async def test_every_condition_gets_the_identical_stream(proxy: FakeProxy, tmp_p
 
 async def test_reports_and_call_log(proxy: FakeProxy, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    results = await runner.run_compare(tiny(proxy), out, generator=scripted_generator())
+    results = await runner.run_compare(
+        tiny(proxy), out, generator=scripted_generator(), settings=SETTINGS
+    )
     report.write_compare_report(results, out)
     for name in ("results.json", "report.md", "report.html", "agbv_memory.png",
                  "domains_memory.png", "mitigation_heatmap.png"):  # fmt: skip
@@ -129,15 +139,19 @@ async def test_existing_run_dir_is_refused_or_resumed_never_overwritten(
 ) -> None:
     config = tiny(proxy, conditions=["baseline"])
     out = tmp_path / "run"
-    first = await runner.run_compare(config, out, generator=scripted_generator())
+    first = await runner.run_compare(config, out, generator=scripted_generator(), settings=SETTINGS)
     before = (out / "memory" / "baseline" / "turns.jsonl").read_text()
     with pytest.raises(ConfigError, match="pass --resume"):
-        await runner.run_compare(config, out, generator=scripted_generator())
+        await runner.run_compare(config, out, generator=scripted_generator(), settings=SETTINGS)
     other = tiny(proxy, conditions=["baseline"], seed=5)
     with pytest.raises(ConfigError, match=r"another config .*seed"):
-        await runner.run_compare(other, out, resume=True, generator=scripted_generator())
+        await runner.run_compare(
+            other, out, resume=True, generator=scripted_generator(), settings=SETTINGS
+        )
     calls = len(proxy.chat.calls)
-    again = await runner.run_compare(config, out, resume=True, generator=scripted_generator())
+    again = await runner.run_compare(
+        config, out, resume=True, generator=scripted_generator(), settings=SETTINGS
+    )
     assert len(proxy.chat.calls) == calls  # a complete run is re-reported, not re-run
     assert (out / "memory" / "baseline" / "turns.jsonl").read_text() == before
     assert again.archs == first.archs
@@ -145,7 +159,7 @@ async def test_existing_run_dir_is_refused_or_resumed_never_overwritten(
     junk.mkdir()
     (junk / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not an empty run directory"):
-        await runner.run_compare(config, junk, generator=scripted_generator())
+        await runner.run_compare(config, junk, generator=scripted_generator(), settings=SETTINGS)
 
 
 async def test_upstream_failure_stops_resumably_and_resume_repeats_nothing(
@@ -168,14 +182,16 @@ async def test_upstream_failure_stops_resumably_and_resume_repeats_nothing(
         out = tmp_path / "run"
         broken["on"] = True
         with pytest.raises(RunInterrupted, match="turn 1 of memory/dmt failed"):
-            await runner.run_compare(config, out, generator=scripted_generator())
+            await runner.run_compare(config, out, generator=scripted_generator(), settings=SETTINGS)
         manifest = json.loads((out / "run.json").read_text())
         assert manifest["status"] == "stopped" and "turn 1" in manifest["message"]
         assert sorted(read_audits(out / "memory" / "dmt")) == [0] and not read_turns(
             out / "memory" / "dmt"
         )
         broken["on"] = False
-        await runner.run_compare(config, out, resume=True, generator=scripted_generator())
+        await runner.run_compare(
+            config, out, resume=True, generator=scripted_generator(), settings=SETTINGS
+        )
         assert [t.t for t in read_turns(out / "memory" / "dmt")] == [1, 2, 3, 4]
         assert len(fake.user_prompts()) == 4 + 2  # 4 turns + the failed turn's 2 tries
         assert json.loads((out / "run.json").read_text())["status"] == "complete"
@@ -189,7 +205,9 @@ async def test_ablation_conditions_run_and_each_gets_its_mp(
     conditions = ["baseline", "ssp", "dmt", "dmt-tags", "dmt-instruction"]
     config = tiny(proxy, conditions=conditions)
     out = tmp_path / "run"
-    results = await runner.run_compare(config, out, generator=scripted_generator())
+    results = await runner.run_compare(
+        config, out, generator=scripted_generator(), settings=SETTINGS
+    )
     stream = read_stream(next((out / "streams").glob("*.jsonl")))
     # dmt-tags is audited like dmt; dmt-instruction shows the instruction, audits nothing
     for cond, audited in (("dmt-tags", True), ("dmt-instruction", False)):
@@ -204,14 +222,18 @@ async def test_ablation_conditions_run_and_each_gets_its_mp(
     assert table[0][2:] == ["No mitigation", "SSP", "DMT", "DMT tags only", "DMT instruction only"]
     # two DIB contexts per domain (dib-sample-v2): every domain has its own CI
     assert results.archs[0].contexts == {"race": 2, "age": 2}
-    assert all(c.low is not None for c in rows["dmt"].readouts["expected"].per_domain.values())
+    assert all(
+        math.isfinite(c.ci.low) for c in rows["dmt"].readouts["expected"].per_domain.values()
+    )
 
 
 async def test_heatmap_small_with_fakes(proxy: FakeProxy, tmp_path: Path) -> None:
     config = tiny(proxy, kind="heatmap", conditions=["baseline"], heatmap_sources=["age", "race"],
                   injection={"rate": 1.0})  # fmt: skip
     out = tmp_path / "heat"
-    results = await runner.run_heatmap(config, out, generator=scripted_generator())
+    results = await runner.run_heatmap(
+        config, out, generator=scripted_generator(), settings=SETTINGS
+    )
     assert results.t == 4 and set(results.matrix) == {"age", "race"}
     assert set(results.matrix["age"]) == {"age", "race"} and results.finite_off_diagonal == 2
     streams = {p.name: read_stream(p) for p in (out / "streams").glob("*.jsonl")}
@@ -228,7 +250,7 @@ async def test_heatmap_small_with_fakes(proxy: FakeProxy, tmp_path: Path) -> Non
     assert set(results.readouts) == {"expected", "written"}
     assert results.contexts == {"age": 2, "race": 2}
     cell = results.readouts["expected"].matrix["age"]["race"]
-    assert cell.value == results.matrix["age"]["race"] and cell.low is not None
+    assert cell.value == results.matrix["age"]["race"] and math.isfinite(cell.ci.low)
     assert "paired 95% CI" in (out / "report.md").read_text()
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from dmt_proxy.bench.mmlu import LoadedSource, load_source, select_questions
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.bench.sim.injection import BiasGenerator
-from dmt_proxy.bench.sim.mmlu import LoadedSource, load_source, select_questions
 from dmt_proxy.bench.sim.runner import generator_call
 from dmt_proxy.bench.sim.stream import (
     build_plan,
@@ -26,8 +26,12 @@ from dmt_proxy.bench.sim.stream import (
 )
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.sim import BIAS_MARKER, scripted_generator
+
+SETTINGS = Settings()
+"""Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +97,10 @@ def test_other_local_file_and_bad_files(tmp_path: Path, source: LoadedSource) ->
 def gen(chat: ScriptedChatModel, max_attempts: int = 3) -> BiasGenerator:
     config = parse_config({})
     return BiasGenerator(
-        chat, generator_call(config), prompt_version="bias_injection_v1", max_attempts=max_attempts
+        chat,
+        generator_call(config, SETTINGS),
+        prompt_version="bias_injection_v1",
+        max_attempts=max_attempts,
     )
 
 

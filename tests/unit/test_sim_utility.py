@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from dmt_proxy.bench.sim.mmlu import MmluQuestion
+from dmt_proxy.bench.mmlu import MmluQuestion
 from dmt_proxy.bench.sim.records import TurnRecord
 from dmt_proxy.bench.sim.utility import accuracy, extract_choice, utility_rows
 
@@ -32,11 +34,15 @@ def test_extract_choice(reply: str, choice: str | None) -> None:
 
 def test_accuracy_is_wilson_and_undefined_without_turns() -> None:
     a = accuracy(3, 20, 14)
-    assert a.value == pytest.approx(0.15) and a.unparsed == 14
+    assert a.rate.value == pytest.approx(0.15) and a.unparsed == 14
     # Wilson for 3/20: centre (0.15 + 1.92/20)/(1 + 3.84/20), by hand ≈ [0.052, 0.360].
-    assert a.low == pytest.approx(0.0524, abs=1e-3) and a.high == pytest.approx(0.3604, abs=1e-3)
+    assert a.rate.ci.low == pytest.approx(0.0524, abs=1e-3)
+    assert a.rate.ci.high == pytest.approx(0.3604, abs=1e-3)
     none = accuracy(0, 0, 0)
-    assert none.value is None and none.low is None and none.high is None
+    assert not none.rate.defined and json.loads(none.model_dump_json()) == {
+        "n": 0, "correct": 0, "unparsed": 0, "value": None, "low": None, "high": None
+    }  # fmt: skip
+    assert type(none).model_validate_json(none.model_dump_json()) == none
 
 
 def turn(t: int, reply: str, injected: bool) -> TurnRecord:

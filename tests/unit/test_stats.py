@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dmt_proxy.bench import stats
 from dmt_proxy.bench.stats import (
     Z95,
     Interval,
@@ -221,3 +225,180 @@ def test_minimum_detectable_effect_hand_computed() -> None:
         assert math.isnan(minimum_detectable_effect(se))
     with pytest.raises(ValueError):
         minimum_detectable_effect(1.0, power=1.0)
+
+
+def test_newcombe_interval_by_hand() -> None:
+    # 2/10 -> 5/10: d = 0.3; the ends combine each side's Wilson distances
+    ci = stats.newcombe_interval(2, 10, 5, 10)
+    w1, w2 = stats.wilson_interval(2, 10), stats.wilson_interval(5, 10)
+    low = 0.3 - math.sqrt((0.5 - w2.low) ** 2 + (w1.high - 0.2) ** 2)
+    high = 0.3 + math.sqrt((w2.high - 0.5) ** 2 + (0.2 - w1.low) ** 2)
+    assert ci.low == pytest.approx(low) and ci.high == pytest.approx(high)
+    assert stats.newcombe_interval(0, 5, 5, 5).high == 1.0
+    with pytest.raises(ValueError):
+        stats.newcombe_interval(0, 0, 1, 2)
+
+
+def test_ratio_of_sums_bootstrap() -> None:
+    # every block has ratio 2: every resample too
+    ci = stats.ratio_of_sums_bootstrap([2.0, 4.0, 6.0], [1.0, 2.0, 3.0], n_resamples=50)
+    assert ci.low == pytest.approx(2.0) and ci.high == pytest.approx(2.0)
+    varied = stats.ratio_of_sums_bootstrap([1.0, 3.0, 2.0, 5.0], [2.0, 1.0, 2.0, 2.0], seed=1)
+    assert varied.low < 11 / 7 < varied.high
+    assert varied == stats.ratio_of_sums_bootstrap(
+        [1.0, 3.0, 2.0, 5.0], [2.0, 1.0, 2.0, 2.0], seed=1
+    )
+    assert math.isnan(stats.ratio_of_sums_bootstrap([1.0], [1.0]).low)
+    assert math.isnan(stats.ratio_of_sums_bootstrap([1.0, 2.0], [1.0]).high)
+
+
+def test_the_two_means_of_replicates_differ_only_on_nan() -> None:
+    parts = {"x": [1.0, math.nan, 3.0], "y": [3.0, 5.0, 5.0]}
+    strict = stats.mean_of_matched_replicates(parts)
+    assert strict[0] == 2.0 and math.isnan(strict[1]) and strict[2] == 4.0
+    finite = stats.mean_of_finite_replicates({k: np.array(v) for k, v in parts.items()})
+    assert finite.tolist() == [2.0, 5.0, 4.0]
+    assert stats.mean_of_matched_replicates({}) == []
+    assert stats.mean_of_finite_replicates({}).size == 0
+
+
+def test_cluster_resampling_keeps_clusters_whole() -> None:
+    clusters = {"c1": {"a": 1.0, "b": 10.0}, "c2": {"a": 2.0, "b": 20.0}}
+
+    def b_over_a(pooled: stats.Pooled) -> float:
+        return sum(pooled["b"]) / sum(pooled["a"])
+
+    assert stats.bootstrap_clusters(clusters, b_over_a, n_resamples=20) == [10.0] * 20
+    assert stats.bootstrap_clusters({"c1": clusters["c1"]}, b_over_a) == []
+    null = stats.permute_within_clusters(clusters, b_over_a, n_permutations=30, seed=2)
+    assert len(null) == 30 and set(null) <= {10.0, 1 / 10, 12 / 12, 21 / 12, 12 / 21}
+    assert stats.permute_within_clusters({}, b_over_a) == []
+
+
+def test_paired_draws_and_swap_patterns() -> None:
+    a = stats.paired_cluster_draws(5, n_resamples=10, seed=3, stratum="age")
+    assert a.shape == (10, 5) and a.min() >= 0 and a.max() <= 4
+    assert (a == stats.paired_cluster_draws(5, n_resamples=10, seed=3, stratum="age")).all()
+    swap, exact = stats.swap_patterns(3, n_permutations=100, seed=0)
+    assert exact and swap.shape == (8, 3) and len({tuple(r) for r in swap.tolist()}) == 8
+    swap, exact = stats.swap_patterns(10, n_permutations=100, seed=0)
+    assert not exact and swap.shape == (100, 10)
+
+
+def test_bootstrap_items_drops_nan() -> None:
+    values = stats.bootstrap_items([1.0, 2.0], lambda s: math.nan if s[0] == 1.0 else s[0])
+    assert values and all(v == 2.0 for v in values)
+    assert stats.bootstrap_items([], lambda s: 0.0) == []
+
+
+def test_one_estimate_type_keeps_every_written_shape() -> None:
+    from pydantic import BaseModel
+
+    class Doc(BaseModel):
+        flat: stats.FlatEstimate
+        rate: stats.RateEstimate
+        count: stats.CountEstimate
+        diff: stats.DifferenceEstimate
+
+    p = stats.Estimate.proportion(3, 4)
+    empty = stats.Estimate.proportion(0, 0)
+    doc = Doc(flat=p, rate=p, count=empty, diff=stats.Estimate.of(None))
+    written = json.loads(doc.model_dump_json())
+    ci = {"low": p.ci.low, "high": p.ci.high}
+    assert written["flat"] == {"value": 0.75, **ci}
+    assert written["rate"] == {"value": 0.75, "ci": ci, "numerator": 3, "denominator": 4}
+    assert written["count"] == {"k": 0, "n": 0, "value": None, "ci": {"low": None, "high": None}}
+    assert written["diff"] == {"value": None, "ci": None}
+    assert list(written["count"]) == ["k", "n", "value", "ci"]
+    again = Doc.model_validate(written)
+    assert again.rate == p and again.flat.value == 0.75 and again.flat.k is None
+    assert not again.count.defined and again.count.n == 0 and not again.diff.defined
+    assert Doc.model_validate_json(doc.model_dump_json()).model_dump_json() == doc.model_dump_json()
+
+
+# ---------------------------------------------------------------- few clusters (issue 30)
+
+
+def test_t_quantiles_match_the_published_table() -> None:
+    # Student's t table (two-sided 95 %): df 1, 3, 23, 1e6 (-> normal)
+    assert stats.t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert stats.t_quantile(0.975, 3) == pytest.approx(3.1824, abs=1e-4)
+    assert stats.t_quantile(0.975, 23) == pytest.approx(2.0687, abs=1e-4)
+    assert stats.t_quantile(0.975, 1e6) == pytest.approx(Z95, abs=1e-4)
+    assert stats.t_quantile(0.5, 5) == 0.0 and stats.t_quantile(0.1, 4) == -stats.t_quantile(0.9, 4)
+    assert stats.t_cdf(stats.t_quantile(0.8, 7), 7) == pytest.approx(0.8, abs=1e-12)
+    with pytest.raises(ValueError):
+        stats.t_quantile(1.0, 3)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def test_cluster_jackknife_of_a_mean_is_the_t_interval() -> None:
+    xs = [1.0, 2.0, 4.0, 7.0]  # mean 3.5, sd sqrt(7), se sqrt(7)/2
+    est = stats.cluster_jackknife(xs, _mean)
+    half = 3.182446305 * math.sqrt(7.0) / 2.0
+    assert est.value == 3.5
+    assert (est.ci.low, est.ci.high) == pytest.approx((3.5 - half, 3.5 + half))
+    assert math.isnan(stats.cluster_jackknife([1.0], _mean).ci.low)
+
+
+def _coverage(clusters: int, sims: int, seed: int) -> tuple[float, float]:
+    """Shares of seeded datasets whose 95 % interval (t, then normal) holds the true mean."""
+    rng = random.Random(seed)
+    truth, t_hits, z_hits = 0.3, 0, 0
+    for _ in range(sims):
+        # each cluster: a shared effect N(0, 1) and 5 observations with noise N(0, 1)
+        data = []
+        for _ in range(clusters):
+            u = rng.gauss(0.0, 1.0)
+            data.append([truth + u + rng.gauss(0.0, 1.0) for _ in range(5)])
+        est = stats.cluster_jackknife(data, lambda cs: _mean([x for c in cs for x in c]))
+        t_hits += est.ci.low <= truth <= est.ci.high
+        half_t = (est.ci.high - est.ci.low) / 2.0
+        half_z = half_t / stats.t_quantile(0.975, clusters - 1) * Z95
+        z_hits += abs(est.value - truth) <= half_z
+    return t_hits / sims, z_hits / sims
+
+
+@pytest.mark.parametrize("clusters", [4, 24])
+def test_cluster_jackknife_t_interval_covers_at_4_and_24_clusters(clusters: int) -> None:
+    t_cov, z_cov = _coverage(clusters, sims=400, seed=clusters)
+    # 400 datasets: the coverage's own standard error is about 0.011
+    assert 0.92 <= t_cov <= 0.98, t_cov
+    if clusters == 4:
+        assert z_cov < 0.90 < t_cov  # a normal quantile undercovers with 3 df (~0.86)
+
+
+def test_mde_with_t_quantiles() -> None:
+    assert stats.minimum_detectable_effect_t(1.0, 3) == pytest.approx(3.1824 + 0.9785, abs=1e-3)
+    assert stats.minimum_detectable_effect_t(1.0, 1e6) == pytest.approx(
+        minimum_detectable_effect(1.0), abs=1e-4
+    )
+    assert math.isnan(stats.minimum_detectable_effect_t(0.0, 3))
+
+
+def test_permutation_test_says_when_its_level_is_out_of_reach() -> None:
+    four = stats.label_permutation_test([5.0, 6.0, 1.0, 2.0], [True, True, False, False])
+    assert four.exact and four.n_assignments == 6 and four.min_p == pytest.approx(2 / 6)
+    assert four.p_value == pytest.approx(2 / 6) and four.statistic == 4.0
+    assert not four.testable and four.verdict == "not testable at alpha"
+    rng = random.Random(1)
+    values = [rng.gauss(2.0, 1.0) for _ in range(12)] + [rng.gauss(0.0, 1.0) for _ in range(12)]
+    many = stats.label_permutation_test(values, [True] * 12 + [False] * 12, n_permutations=2000)
+    assert not many.exact and many.min_p == pytest.approx(1 / 2001) and many.testable
+    assert many.verdict == "reject" and many.p_value <= 0.05
+    flat = stats.label_permutation_test([1.0] * 24, [True] * 12 + [False] * 12, n_permutations=200)
+    assert flat.verdict == "do not reject" and flat.p_value == 1.0
+    with pytest.raises(ValueError):
+        stats.label_permutation_test([1.0, 2.0], [True, True])
+
+
+def test_holm_over_a_declared_family() -> None:
+    out = stats.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": math.nan})
+    # m = 4 (d counts): 4·0.01 = 0.04; 3·0.03 = 0.09; max(0.09, 2·0.04) = 0.09
+    assert [out[k].adjusted for k in "abc"] == pytest.approx([0.04, 0.09, 0.09])
+    assert [out[k].reject for k in "abcd"] == [True, False, False, False]
+    assert math.isnan(out["d"].adjusted) and list(out) == ["a", "b", "c", "d"]
+    assert stats.holm({}) == {}

@@ -4,7 +4,7 @@ In-process app with the shipped in-memory backend, scripted auditor and scripted
 chat model (fakes: the property is about scoping in the proxy, not model output).
 The scripted model records every upstream prompt, which is where a leak would show.
 The cross-tenant property runs again on the ``postgres`` backend and outbox (a real
-server from ``tests/pg_fixture.py``), where the scope filter is SQL.
+server from ``dmt_proxy/testing/pg.py``), where the scope filter is SQL.
 """
 
 from __future__ import annotations

@@ -87,11 +87,13 @@ async def test_app_cli_simulation_and_auditor_eval_agree_on_endpoints(
     assert (served.timeout_s, served.max_retries) == (77, settings.upstream_max_retries)
 
     sim = parse_config({"models": {"generator": "qwen2.5-1.5b"}})
-    generator = generator_call(sim).endpoint
+    generator = generator_call(sim, Settings.from_env()).endpoint
     assert generator.name == served.name and reach(generator) == reach(served)
     assert generator.timeout_s == sim.execution.request_timeout_s
 
-    evaluated = resolve_endpoint(eval_args("--model", "local/qwen2.5-1.5b", "--timeout", "9"))
+    evaluated = resolve_endpoint(
+        eval_args("--model", "local/qwen2.5-1.5b", "--timeout", "9"), Settings.from_env()
+    )
     assert evaluated.name == served.name and reach(evaluated) == reach(served)
     assert evaluated.timeout_s == 9
 
@@ -99,10 +101,10 @@ async def test_app_cli_simulation_and_auditor_eval_agree_on_endpoints(
     alias = app.state.upstream.resolve("hosted")
     assert reach(alias) == ("openai/gpt-x", "http://hosted.invalid/v1", "hosted-key")
     sim = parse_config({"models": {"generator": HOSTED}})
-    assert reach(generator_call(sim).endpoint) == reach(alias)
+    assert reach(generator_call(sim, Settings.from_env()).endpoint) == reach(alias)
     flags = eval_args("--model", "openai/gpt-x", "--base-url", HOSTED["api_base"],
                       "--api-key-env", "HK")  # fmt: skip
-    assert reach(resolve_endpoint(flags)) == reach(alias)
+    assert reach(resolve_endpoint(flags, Settings.from_env())) == reach(alias)
 
 
 async def test_backfill_audits_with_the_apps_auditor_endpoint(
@@ -127,7 +129,7 @@ async def test_the_production_chat_model_is_the_same_everywhere(settings: Settin
     built = build_chat_model(settings)
     assert isinstance(built, DispatchingChatModel)
     assert isinstance(built.general, LiteLLMChatModel)
-    generator = generator_chat()  # the simulation builds it from the environment's settings
+    generator = generator_chat(Settings.from_env())  # the CLI builds them from the environment
     assert type(generator) is type(built)
     await built.aclose()
     await generator.aclose()

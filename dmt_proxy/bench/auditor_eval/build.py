@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_VERSION, STRATEGIES, EvalItem
-from dmt_proxy.bench.sim.mmlu import packaged_copy
+from dmt_proxy.bench.mmlu import packaged_copy
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.resources import data_dir
 

@@ -33,10 +33,9 @@ from dmt_proxy.audit.logprob import (
     Calibration,
     PlattScaling,
     calibration_key,
-    fit_fusion,
-    fit_platt,
     load_calibration,
 )
+from dmt_proxy.bench.fit import fit_fusion, fit_platt
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir
 

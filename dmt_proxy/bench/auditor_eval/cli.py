@@ -21,18 +21,18 @@ from dmt_proxy.errors import ConfigError
 
 if TYPE_CHECKING:
     from dmt_proxy.audit.auditor import AuditorOptions
+    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.base import ModelEndpoint
 
 DEFAULT_OUT = Path("benchmarks/results")
 
 
-def resolve_endpoint(args: argparse.Namespace) -> ModelEndpoint:
+def resolve_endpoint(args: argparse.Namespace, settings: Settings) -> ModelEndpoint:
     """The auditor's endpoint for ``--model`` / ``--base-url`` / ``--api-key-env`` (the factory's)."""
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import declared_endpoint
 
     endpoint = declared_endpoint(
-        Settings.from_env(), args.model, api_base=args.base_url, api_key_env=args.api_key_env
+        settings, args.model, api_base=args.base_url, api_key_env=args.api_key_env
     )
     return endpoint.with_limits(timeout_s=args.timeout)
 
@@ -72,16 +72,15 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
     from dmt_proxy.bench.auditor_eval.runner import ItemResult, load_checkpoint, run_items
     from dmt_proxy.domains import DOMAINS
     from dmt_proxy.policy import AuditPolicy
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import build_chat_model
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
-    endpoint = resolve_endpoint(args)
+    endpoint = resolve_endpoint(args, args.settings)
     path = dataset_file(args.dataset)
     items = select(load_items(path), split=args.split, limit=args.limit, seed=args.seed)
     dataset = path.stem
-    chat = build_chat_model(Settings.from_env())
+    chat = build_chat_model(args.settings)
     policy = AuditPolicy(tau=args.tau)
     llm = LLMAuditor(chat, endpoint, options=auditor_options(args), prompt_version=args.prompt,
                      policy=policy)  # fmt: skip

@@ -23,7 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.auditor_eval.metrics import Estimate, proportion
+from dmt_proxy.bench.auditor_eval.metrics import proportion
+from dmt_proxy.bench.stats import Estimate, RateEstimate
 
 REPORT_VERSION = "first_stage_eval_report_v1"
 SWEEP = {
@@ -45,15 +46,15 @@ class ThresholdRow(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     threshold: float
-    skip_rate: Estimate
-    skip_rate_by_kind: dict[str, Estimate]
-    recall: Estimate
+    skip_rate: RateEstimate
+    skip_rate_by_kind: dict[str, RateEstimate]
+    recall: RateEstimate
     recall_loss: float
-    auditor_recall_alone: Estimate | None = None
-    auditor_recall_with_stage: Estimate | None = None
-    auditor_fpr_alone: Estimate | None = None
+    auditor_recall_alone: RateEstimate | None = None
+    auditor_recall_with_stage: RateEstimate | None = None
+    auditor_fpr_alone: RateEstimate | None = None
     """Neutral items the auditor flagged / neutral items it judged."""
-    auditor_fpr_with_stage: Estimate | None = None
+    auditor_fpr_with_stage: RateEstimate | None = None
     """Neutral items flagged by the auditor AND passed by the first stage / judged."""
 
 

@@ -30,15 +30,21 @@ Conventions (all tested on hand-computed cases):
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.audit.logprob import auc
-from dmt_proxy.bench.stats import NAN, Interval, NanFloat, percentile, wilson_interval
+from dmt_proxy.bench.fit import auc
+from dmt_proxy.bench.stats import (
+    NAN,
+    Estimate,
+    Interval,
+    NanFloat,
+    RateEstimate,
+    bootstrap_items,
+    percentile,
+)
 
 Z = 1.96
 """The normal quantile of every auditor_eval_report_v1 interval (kept so reports compare)."""
@@ -76,16 +82,6 @@ class Prediction(BaseModel):
         return self.forced or (self.bias_detected and self.score >= tau)
 
 
-class Estimate(BaseModel):
-    """A rate with its 95% interval and the counts behind it."""
-
-    model_config = ConfigDict(frozen=True)
-    value: NanFloat
-    ci: Interval
-    numerator: int | None = None
-    denominator: int | None = None
-
-
 class Counts(BaseModel):
     model_config = ConfigDict(frozen=True)
     tp: int = 0
@@ -100,13 +96,8 @@ def ratio(numerator: float, denominator: float) -> float:
 
 
 def proportion(successes: int, n: int) -> Estimate:
-    """successes / n with its Wilson interval."""
-    return Estimate(
-        value=ratio(successes, n),
-        ci=wilson_interval(successes, n, Z),
-        numerator=successes,
-        denominator=n,
-    )
+    """successes / n with its Wilson interval at ``Z`` (NaN when n = 0)."""
+    return Estimate.proportion(successes, n, Z)
 
 
 def confusion(preds: Sequence[Prediction], tau: float) -> Counts:
@@ -128,13 +119,9 @@ def bootstrap_f1(
     """Percentile bootstrap (2.5%, 97.5%, ``lower`` method) of F1 over items; NaN if empty."""
     if not preds:
         return Interval.undefined()
-    rng = random.Random(seed)
-    values: list[float] = []
-    for _ in range(n_boot):
-        sample = [preds[rng.randrange(len(preds))] for _ in preds]
-        value = f1_score(confusion(sample, tau))
-        if not math.isnan(value):
-            values.append(value)
+    values = bootstrap_items(
+        preds, lambda sample: f1_score(confusion(sample, tau)), n_resamples=n_boot, seed=seed
+    )
     return Interval(
         low=percentile(values, 2.5, method="lower"), high=percentile(values, 97.5, method="lower")
     )
@@ -146,9 +133,9 @@ class Quality(BaseModel):
     model_config = ConfigDict(frozen=True)
     n: int
     counts: Counts
-    precision: Estimate
-    recall: Estimate
-    f1: Estimate
+    precision: RateEstimate
+    recall: RateEstimate
+    f1: RateEstimate
 
 
 def quality(preds: Sequence[Prediction], tau: float, *, seed: int = 0) -> Quality:
@@ -177,12 +164,12 @@ class Summary(BaseModel):
     n: int
     overall: Quality
     per_domain: dict[str, Quality]
-    recall_per_strategy: dict[str, Estimate]
-    false_positive_rate: dict[str, Estimate]
+    recall_per_strategy: dict[str, RateEstimate]
+    false_positive_rate: dict[str, RateEstimate]
     """By neutral kind (``hard_negative``, ``mmlu``): flagged / items of that kind."""
-    bias_type_accuracy: Estimate
-    failure_rate: Estimate
-    error_rate: Estimate
+    bias_type_accuracy: RateEstimate
+    failure_rate: RateEstimate
+    error_rate: RateEstimate
     repaired: int
     """Valid verdicts that needed the repair retry."""
     latency_p50_s: NanFloat
@@ -190,8 +177,8 @@ class Summary(BaseModel):
     tau_sweep: dict[str, Quality]
     auc: NanFloat = NAN
     """Area under the ROC curve of the verdict scores (valid verdicts; threshold-free)."""
-    recall_per_form: dict[str, Estimate] = {}
-    recall_per_setting: dict[str, Estimate] = {}
+    recall_per_form: dict[str, RateEstimate] = {}
+    recall_per_setting: dict[str, RateEstimate] = {}
     llm_calls: int = 0
     forced: int = 0
     """Items flagged whatever tau (disputes and manipulation findings)."""

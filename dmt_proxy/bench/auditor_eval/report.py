@@ -10,8 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.auditor_eval.metrics import Estimate, Quality, Summary
+from dmt_proxy.bench.auditor_eval.metrics import Quality, Summary
 from dmt_proxy.bench.auditor_eval.runner import ItemResult
+from dmt_proxy.bench.stats import Estimate
 
 REPORT_VERSION = "auditor_eval_report_v2"
 """v2: verdict path, pipeline, forced flags (disputes, manipulation), recall by form and
@@ -140,20 +141,20 @@ def to_markdown(info: RunInfo, summary: Summary) -> str:
         "| group | rate [95% CI] | k / n |",
         "|---|---|---|",
         *[
-            f"| recall, {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            f"| recall, {k} | {_est(e)} | {e.k} / {e.n} |"
             for k, e in s.recall_per_strategy.items()
-            if e.denominator
+            if e.n
         ],
         *[
-            f"| false positives, {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            f"| false positives, {k} | {_est(e)} | {e.k} / {e.n} |"
             for k, e in s.false_positive_rate.items()
         ],
         *[
-            f"| recall, form {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            f"| recall, form {k} | {_est(e)} | {e.k} / {e.n} |"
             for k, e in s.recall_per_form.items()
         ],
         *[
-            f"| recall, setting {k} | {_est(e)} | {e.numerator} / {e.denominator} |"
+            f"| recall, setting {k} | {_est(e)} | {e.k} / {e.n} |"
             for k, e in s.recall_per_setting.items()
         ],
         "",
@@ -163,10 +164,10 @@ def to_markdown(info: RunInfo, summary: Summary) -> str:
         "|---|---|",
         f"| AUC of the scores (threshold-free) | {_num(s.auc)} |",
         f"| domain (bias-type) accuracy on true positives | {_est(s.bias_type_accuracy)} "
-        f"({s.bias_type_accuracy.numerator} / {s.bias_type_accuracy.denominator}) |",
+        f"({s.bias_type_accuracy.k} / {s.bias_type_accuracy.n}) |",
         f"| failure rate (no valid verdict: JSON after repair, or log-prob answer) | "
         f"{_est(s.failure_rate)} "
-        f"({s.failure_rate.numerator} / {s.failure_rate.denominator}) |",
+        f"({s.failure_rate.k} / {s.failure_rate.n}) |",
         f"| valid only after the repair retry (JSON path) | {s.repaired} |",
         f"| upstream error rate | {_est(s.error_rate)} |",
         f"| latency p50 / p95 (s) | {_num(s.latency_p50_s, 1)} / {_num(s.latency_p95_s, 1)} |",

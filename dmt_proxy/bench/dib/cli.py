@@ -106,13 +106,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def _base_url(args: argparse.Namespace) -> str:
     if args.base_url:
         return str(args.base_url)
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.local_models import LOCAL_MODELS
     from dmt_proxy.upstream.models import local_api_base
 
     name = args.model.removeprefix("local/")
     if name in LOCAL_MODELS:
-        return local_api_base(Settings.from_env(), name)
+        return local_api_base(args.settings, name)
     raise ConfigError(
         f"--base-url (or DMT_BENCH_BASE_URL) is required for model "
         f"'{args.model}'; local models: {', '.join(LOCAL_MODELS)}"

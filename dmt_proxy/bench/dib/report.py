@@ -229,8 +229,12 @@ def _aggregate(
     # AGBV averages every domain: its CI needs replicates of every domain (one thin
     # domain leaves AGBV without a CI, but not the other domains' own CIs).
     whole = all(r.gbv for r in reps.values())
-    agbv_reps = m.agbv_replicates({d: r.gbv for d, r in reps.items()}) if whole else []
-    mean_reps = m.agbv_replicates({d: r.mean for d, r in reps.items()}) if whole else []
+    agbv_reps = (
+        stats.mean_of_matched_replicates({d: r.gbv for d, r in reps.items()}) if whole else []
+    )
+    mean_reps = (
+        stats.mean_of_matched_replicates({d: r.mean for d, r in reps.items()}) if whole else []
+    )
     ci = stats.percentile_interval(agbv_reps)
     mean_ci = stats.percentile_interval(mean_reps)
     return AggregateSummary(

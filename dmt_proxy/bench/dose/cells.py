@@ -2,7 +2,7 @@
 
 Run directory layout::
 
-    run.json, config.yaml     manifest (``sim.runner.open_run_dir``) and resolved config
+    run.json, config.yaml     manifest (``harness.rundir.open_run_dir``) and resolved config
     proxy/                    the managed proxy's policy, state (the seeded memories) and log
     scopes/<scope>.json       ScopeRecord: a scope's seeded memories after the outbox drained
     cells/<scope>/<mode>.json CellRecord: the DIB decisions of one scope read in one mode

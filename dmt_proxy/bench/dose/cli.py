@@ -31,7 +31,7 @@ def config_from_args(args: argparse.Namespace) -> DoseConfig:
     if args.config:
         raw = load_dose_config(Path(args.config)).model_dump(mode="json")
     elif args.resume and args.out:
-        from dmt_proxy.bench.sim.runner import MANIFEST, Manifest
+        from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
 
         path = Path(args.out) / MANIFEST
         if not path.exists():
@@ -71,7 +71,10 @@ def cmd_dose(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     out = Path(args.out) if args.out else _default_out(config)
     latencies, label = estimate.latencies(
-        config, out if args.resume else None, live=args.dry_run and not args.no_probe
+        config,
+        out if args.resume else None,
+        live=args.dry_run and not args.no_probe,
+        settings=args.settings,
     )
     est = estimate.build(config, out if args.resume else None, latencies, label)
     print(estimate.render(est), file=sys.stdout if args.dry_run else sys.stderr)
@@ -79,7 +82,7 @@ def cmd_dose(args: argparse.Namespace) -> int:
         return 0
     print(f"dmt-bench dose: run directory {out}", file=sys.stderr)
     try:
-        run = asyncio.run(run_dose(config, out, resume=args.resume))
+        run = asyncio.run(run_dose(config, out, settings=args.settings, resume=args.resume))
     except (UpstreamError, RunInterrupted) as exc:  # a model failed, or the run stopped
         print(
             f"dmt-bench dose: stopped: {exc}\nThe run is resumable: "
@@ -110,7 +113,7 @@ def _report(config: DoseConfig, out: Path, as_json: bool, *, wall_s: float) -> i
 
 def cmd_dose_report(args: argparse.Namespace) -> int:
     """Rebuild a dose run's results and reports from its records (finished or not; no model)."""
-    from dmt_proxy.bench.sim.runner import MANIFEST, Manifest
+    from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
 
     out = Path(args.out)
     path = out / MANIFEST

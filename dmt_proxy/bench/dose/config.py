@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dmt_proxy.bench.dib.generator import MIN_CONTEXTS
-from dmt_proxy.bench.sim.config import AuditConfig, ExecutionConfig, ModelSpec, read_yaml
+from dmt_proxy.bench.harness.config import AuditConfig, ExecutionConfig, ModelSpec, read_yaml
 from dmt_proxy.domains import DOMAINS, check_domains
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import Mode

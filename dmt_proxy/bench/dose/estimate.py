@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.dose import cells as c
 from dmt_proxy.bench.dose.config import DoseConfig
-from dmt_proxy.bench.sim.estimate import RoleEstimate
+from dmt_proxy.bench.harness.models import RoleEstimate
+from dmt_proxy.settings import Settings
 
 ASSUMED_S = {"dib": 6.0, "audit": 30.0}
 """Seconds per DIB decision and per audited write on a 2-core machine (without data)."""
@@ -68,18 +69,17 @@ def latencies_from_run(out: Path, config: DoseConfig) -> dict[str, float]:
     return out_lat
 
 
-async def probe(config: DoseConfig) -> dict[str, float]:
+async def probe(config: DoseConfig, settings: Settings) -> dict[str, float]:
     """Median latency of a few decisions of one context asked straight to the agent."""
     from dmt_proxy.bench.dib.scorer import ask
     from dmt_proxy.bench.dose.runner import dose_samples, scoring_config
     from dmt_proxy.bench.endpoint import Endpoint
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import declared_endpoint
 
     agent = config.models.agent
     if not agent.is_local and agent.api_base is None:
         raise RuntimeError("probing a hosted agent needs an OpenAI-compatible api_base")
-    reach = declared_endpoint(Settings.from_env(), agent.model, api_base=agent.api_base)
+    reach = declared_endpoint(settings, agent.model, api_base=agent.api_base)
     endpoint = Endpoint(base_url=str(reach.api_base), model=reach.model.split("/", 1)[-1])
     samples = dose_samples(config)
     first = samples[0].context_id
@@ -95,7 +95,9 @@ async def probe(config: DoseConfig) -> dict[str, float]:
     return {"dib": statistics.median(times)} if times else {}
 
 
-def latencies(config: DoseConfig, out: Path | None, *, live: bool) -> tuple[dict[str, float], str]:
+def latencies(
+    config: DoseConfig, out: Path | None, *, live: bool, settings: Settings
+) -> tuple[dict[str, float], str]:
     """The best latencies available, and where they came from."""
     if out is not None and (out / "run.json").exists():
         found = latencies_from_run(out, config)
@@ -104,7 +106,7 @@ def latencies(config: DoseConfig, out: Path | None, *, live: bool) -> tuple[dict
     if live:
         print("dose: probing the agent for its latency ...", file=sys.stderr)
         try:
-            return asyncio.run(probe(config)), "probe"
+            return asyncio.run(probe(config, settings)), "probe"
         except Exception as exc:  # any failure only means "no measurement"; say why
             print(
                 f"dose: probe failed ({type(exc).__name__}: {exc}); using assumptions",

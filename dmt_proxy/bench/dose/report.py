@@ -21,9 +21,9 @@ from typing import Any
 
 from dmt_proxy.bench.dib.readouts import HEADLINE, HEADLINE_WHY, READOUT_LABELS, Readout
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
-from dmt_proxy.bench.sim.records import write_atomic
-from dmt_proxy.bench.sim.report import POWER_NOTE, _fixed, _heatmap, _md_table, _page, _plt
-from dmt_proxy.bench.sim.results import Cell
+from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
+from dmt_proxy.bench.harness.rundir import write_atomic
+from dmt_proxy.bench.stats import Estimate, or_none
 from dmt_proxy.domains import DOMAINS
 
 REPORT_VERSION = "dose-report-v1"
@@ -32,23 +32,23 @@ MP_GOAL = -40.0
 
 
 def _f(x: float | None, spec: str = "+.2f") -> str:
-    return "n/a" if x is None else format(x, spec)
+    return "n/a" if x is None or not math.isfinite(x) else format(x, spec)
 
 
-def ci(cell: Cell | None, spec: str = "+.2f", unit: str = "") -> str:
+def ci(cell: Estimate | None, spec: str = "+.2f", unit: str = "") -> str:
     """``+1.23 [-0.40, +2.90]``."""
     if cell is None:
         return "n/a"
-    return f"{_f(cell.value, spec)}{unit} [{_f(cell.low, spec)}, {_f(cell.high, spec)}]"
+    return f"{_f(cell.value, spec)}{unit} [{_f(cell.ci.low, spec)}, {_f(cell.ci.high, spec)}]"
 
 
-def excludes_zero(cell: Cell | None) -> bool:
+def excludes_zero(cell: Estimate | None) -> bool:
     """The cell has a CI and it does not contain 0."""
     return (
         cell is not None
-        and cell.low is not None
-        and cell.high is not None
-        and (cell.low > 0 or cell.high < 0)
+        and math.isfinite(cell.ci.low)
+        and math.isfinite(cell.ci.high)
+        and (cell.ci.low > 0 or cell.ci.high < 0)
     )
 
 
@@ -96,7 +96,7 @@ def matrix(
 ) -> dict[str, dict[str, float | None]]:
     """``{source: {evaluated domain: ΔGBV}}`` of the biased scopes at dose ``k`` in ``mode``."""
     return {
-        r.source: {d: c.value for d, c in r.per_domain.items()}
+        r.source: {d: or_none(c.value) for d, c in r.per_domain.items()}
         for r in rows
         if r.kind == "biased" and r.k == k and r.mode == mode and r.source is not None
     }
@@ -177,7 +177,7 @@ def verdict(results: DoseResults) -> list[str]:
         if r.mode == "dmt"
         and r.kind == "biased"
         and r.mp_diagonal is not None
-        and r.mp_diagonal.value is not None
+        and r.mp_diagonal.defined
         and r.mp_diagonal.value <= MP_GOAL
         and excludes_zero(r.mp_diagonal)
     ]
@@ -219,16 +219,16 @@ def render_text(results: DoseResults) -> str:
         rows = rows_of(results, readout)
         if not rows:
             continue
-        lines += [f"[{READOUT_LABELS[readout]}]", _fixed(source_rows(rows)), ""]
+        lines += [f"[{READOUT_LABELS[readout]}]", fixed(source_rows(rows)), ""]
     rows = rows_of(results)
     kmax = max((r.k for r in rows), default=0)
     if matrix(rows, kmax):
         lines += [
             f"Figure 3 shape: ΔGBV per evaluated domain at k={kmax}, mode off (headline readout)",
-            _fixed(matrix_rows(rows, kmax)),
+            fixed(matrix_rows(rows, kmax)),
             "",
         ]
-    lines += [_fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
+    lines += [fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
     lines += ["", HEADLINE_WHY, ""]
     lines += verdict(results)
     if results.shown_counted:
@@ -253,7 +253,7 @@ def render_text(results: DoseResults) -> str:
 
 def figures(results: DoseResults, out: Path) -> list[str]:
     """``dose_response.png`` and ``dose_heatmap.png`` (headline readout)."""
-    plt: Any = _plt()
+    plt: Any = pyplot()
     rows = rows_of(results)
     names: list[str] = []
     sources = sorted({r.source for r in rows if r.kind == "biased" and r.source})
@@ -272,10 +272,10 @@ def figures(results: DoseResults, out: Path) -> list[str]:
                     d = r.diagonal
                     if (r.source, r.kind, r.mode) != (source, "biased", mode) or d is None:
                         continue
-                    if d.value is None:
+                    if not d.defined:
                         continue
-                    low = d.value - d.low if d.low is not None else 0.0
-                    high = d.high - d.value if d.high is not None else 0.0
+                    low = d.value - d.ci.low if math.isfinite(d.ci.low) else 0.0
+                    high = d.ci.high - d.value if math.isfinite(d.ci.high) else 0.0
                     # A percentile interval need not contain the point: clip, never negative.
                     pts.append((r.k, d.value, max(0.0, low), max(0.0, high)))
                 if not pts:
@@ -299,7 +299,7 @@ def figures(results: DoseResults, out: Path) -> list[str]:
     heat = matrix(rows, kmax)
     if heat:
         names.append(
-            _heatmap(
+            heatmap(
                 plt,
                 heat,
                 out / "dose_heatmap.png",
@@ -328,7 +328,7 @@ def write_report(results: DoseResults, out: Path) -> None:
         "",
         "## Seeded scopes",
         "",
-        _md_table(
+        md_table(
             [["scope", "memories", "tagged", "audit states"]]
             + [
                 [
@@ -343,9 +343,9 @@ def write_report(results: DoseResults, out: Path) -> None:
         "",
     ]
     if rows:
-        md += ["## Headline readout, every cell", "", _md_table(source_rows(rows)), ""]
+        md += ["## Headline readout, every cell", "", md_table(source_rows(rows)), ""]
     md += [f"![{n}]({n})" for n in names]
     write_atomic(out / "report.md", "\n".join(md) + "\n")
     body = f"<h1>{html.escape(results.name)}: dose–response</h1><pre>{html.escape(text)}</pre>"
     body += "".join(f"<p><img src='{n}' alt='{n}'></p>" for n in names)
-    write_atomic(out / "report.html", _page(results.name, body))
+    write_atomic(out / "report.html", page(results.name, body))

@@ -13,7 +13,7 @@ m's SSP setting, the same DIB contexts):
 - MP(m) = (Δ(m) − Δ(off)) / |Δ(off)| × 100 at the same (d, kind, k), of the
   diagonal and of ΔAGBV (paper §6.3).
 
-Uncertainty: one joint bootstrap over every cell (``sim.metrics.joint_bootstrap``:
+Uncertainty: one joint bootstrap over every cell (``paired.joint_bootstrap``:
 per domain, the same resampled contexts for every cell), so every difference above
 is paired; CIs are percentile intervals and ``mde`` the minimum detectable effect
 at 80 % power. Next to each diagonal ΔGBV, a paired permutation test
@@ -33,15 +33,22 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.bench import paired as m
 from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
 from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION
 from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cells
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.gbv import ContextScores
-from dmt_proxy.bench.sim import metrics as m
-from dmt_proxy.bench.sim.results import Cell, ReadoutData, cell_of, per_domain_deltas
-from dmt_proxy.bench.stats import mean, spans_zero
+from dmt_proxy.bench.paired import ReadoutData, cell_of, per_domain_deltas
+from dmt_proxy.bench.stats import (
+    Estimate,
+    FlatEstimate,
+    mean,
+    mean_of_finite_replicates,
+    spans_zero,
+    swap_patterns,
+)
 
 RESULTS_VERSION = "dose-results-v1"
 Key = tuple[str | None, str, int, str]
@@ -102,15 +109,9 @@ def paired_permutation(
     observed = float(m.gbv_rows(a[None])[0] - m.gbv_rows(b[None])[0])
     if not math.isfinite(observed):
         return Permutation(abs_p95=None, p_value=None, n=0)
-    exact = 2 ** len(ids) <= n_permutations
-    if exact:
-        # Few contexts: every swap pattern once, so p is exact (never below 2 / 2^C) rather
-        # than a Monte Carlo estimate of it that can land under that floor.
-        codes = np.arange(2 ** len(ids))[:, None] >> np.arange(len(ids))[None, :]
-        swap = (codes & 1).astype(bool)
-    else:
-        rng = np.random.default_rng([seed % 2**32, len(ids)])
-        swap = rng.random((n_permutations, len(ids))) < 0.5
+    # Few contexts: every swap pattern once, so p is exact (never below 2 / 2^C) rather
+    # than a Monte Carlo estimate of it that can land under that floor.
+    swap, exact = swap_patterns(len(ids), n_permutations=n_permutations, seed=seed)
     a_perm = np.where(swap[:, :, None], b[None], a[None])
     b_perm = np.where(swap[:, :, None], a[None], b[None])
     null = np.abs(m.gbv_rows(a_perm) - m.gbv_rows(b_perm))
@@ -135,28 +136,28 @@ class DoseRow(BaseModel):
     mode: str
     memories: int
     tagged: int
-    diagonal: Cell | None = None
+    diagonal: FlatEstimate | None = None
     """ΔGBV of the source domain (None for a control without a source)."""
     diagonal_mde: float | None = None
     diagonal_permutation: Permutation | None = None
-    off_diagonal: Cell | None = None
+    off_diagonal: FlatEstimate | None = None
     """Mean ΔGBV over the other evaluated domains."""
-    agbv: Cell
+    agbv: FlatEstimate
     """ΔAGBV over every evaluated domain."""
     agbv_mde: float | None = None
-    mean_shift: Cell
+    mean_shift: FlatEstimate
     """Δs̄ over every evaluated domain."""
-    diagonal_shift: Cell | None = None
-    per_domain: dict[str, Cell]
+    diagonal_shift: FlatEstimate | None = None
+    per_domain: dict[str, FlatEstimate]
     per_domain_mde: dict[str, float | None]
-    mp_diagonal: Cell | None = None
+    mp_diagonal: FlatEstimate | None = None
     """MP of the diagonal ΔGBV against mode off at the same (source, kind, k)."""
-    mp_agbv: Cell | None = None
+    mp_agbv: FlatEstimate | None = None
     off_diagonal_ci_spans_zero: bool | None = None
     """Mode off's diagonal CI holds 0: MP's denominator is noise (None: no CI)."""
     mde_vs_off: float | None = None
     """Minimum detectable diagonal Δ(mode) − Δ(off) at 80 % power."""
-    content: Cell | None = None
+    content: FlatEstimate | None = None
     """Diagonal ΔGBV(biased) − ΔGBV(neutral control) at the same k and mode."""
 
 
@@ -165,8 +166,8 @@ class BaselineRow(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     audit: str
-    gbv: dict[str, Cell]
-    means: dict[str, Cell]
+    gbv: dict[str, FlatEstimate]
+    means: dict[str, FlatEstimate]
 
 
 class DoseReadout(BaseModel):
@@ -219,10 +220,7 @@ def _mean_reps(parts: Sequence[np.ndarray]) -> np.ndarray:
     """Replicate-wise mean of several statistics' replicates (NaN-aware); [] if any is empty."""
     if not parts or any(p.size == 0 for p in parts):
         return np.array([])
-    stack = np.stack(parts)
-    ok = ~np.isnan(stack)
-    n = ok.sum(axis=0)
-    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+    return mean_of_finite_replicates({str(i): p for i, p in enumerate(parts)})
 
 
 class _Builder:
@@ -233,7 +231,7 @@ class _Builder:
         self.data = ReadoutData(scored, n_resamples=config.dib.bootstrap, seed=config.seed)
         self.scored = scored
 
-    def diag(self, key: Key, base: Key, d: str) -> tuple[Cell, np.ndarray]:
+    def diag(self, key: Key, base: Key, d: str) -> tuple[Estimate, np.ndarray]:
         value = self.data.gbv[key].get(d, math.nan) - self.data.gbv[base].get(d, math.nan)
         reps = _diff_reps(self.data.gbv_reps, key, base, d)
         return cell_of(value, m.interval(reps)), reps
@@ -283,8 +281,8 @@ class _Builder:
                 off_agbv, off_agbv_reps = data.delta(off_key, base_key("off"))
                 out["mp_diagonal"] = cell_of(
                     m.mitigation_percentage(
-                        diag.value if diag.value is not None else math.nan,
-                        off_diag.value if off_diag.value is not None else math.nan,
+                        diag.value if diag.defined else math.nan,
+                        off_diag.value if off_diag.defined else math.nan,
                     ),
                     m.interval(m.mp_replicates(diag_reps, off_diag_reps)),
                 )
@@ -298,11 +296,7 @@ class _Builder:
             control = self._control(cell)
             if cell.scope.kind == "biased" and control is not None:
                 c_diag, c_reps = self.diag(control, base, d)
-                value = (
-                    diag.value - c_diag.value
-                    if diag.value is not None and c_diag.value is not None
-                    else math.nan
-                )
+                value = diag.value - c_diag.value if diag.defined and c_diag.defined else math.nan
                 reps = diag_reps - c_reps if diag_reps.size == c_reps.size else np.array([])
                 out["content"] = cell_of(value, m.interval(reps))
         return DoseRow(**out)

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from dmt_proxy.bench import runlock
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.dib.generator import draw_sample, generate
 from dmt_proxy.bench.dib.runner import run_with_retries
@@ -37,7 +36,10 @@ from dmt_proxy.bench.dose import cells as c
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.dose.seeds import Seed, seeds_for
 from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.sim.proxy import (
+from dmt_proxy.bench.harness import runlock
+from dmt_proxy.bench.harness.config import ModelSpec
+from dmt_proxy.bench.harness.models import check_local_models
+from dmt_proxy.bench.harness.proxy import (
     AGENT_ALIAS,
     ManagedProxy,
     ProxyClient,
@@ -46,10 +48,10 @@ from dmt_proxy.bench.sim.proxy import (
     request_model,
     run_policy,
 )
-from dmt_proxy.bench.sim.records import write_atomic
-from dmt_proxy.bench.sim.runner import Manifest, open_run_dir, set_status
+from dmt_proxy.bench.harness.rundir import Manifest, open_run_dir, set_status, write_atomic
 from dmt_proxy.errors import ConfigError, DmtError, RunInterrupted
 from dmt_proxy.memory.base import interaction_text
+from dmt_proxy.settings import Settings
 
 DIB_RETRIES = 2
 """Extra rounds for DIB decisions that ended in a transport error."""
@@ -285,29 +287,17 @@ class DoseRun:
         set_status(self.out, status, message, elapsed_s=self.wall_s())
 
 
-def check_local_models(config: DoseConfig) -> None:
-    """Fail early, with the command to fix it, when a needed local model is down."""
-    if config.execution.proxy_url is not None:
-        return
-    from dmt_proxy.settings import Settings
-    from dmt_proxy.upstream import launcher, local_models
+def needed_local_models(config: DoseConfig) -> list[ModelSpec]:
+    """The models the run's own proxy calls: the agent, and the auditor when writes are audited.
 
+    None with a running proxy (``execution.proxy_url``): it brings its own.
+    """
+    if config.execution.proxy_url is not None:
+        return []
     specs = [config.models.agent]
     if any(config.write_mode(kind).audits_writes for kind in config.kinds):
         specs.append(config.models.auditor)
-    settings = Settings.from_env()
-    down = sorted(
-        {
-            s.model.removeprefix("local/")
-            for s in specs
-            if s.is_local and not launcher.health(settings, local_models.get_model(s.model[6:]))
-        }
-    )
-    if down:
-        raise ConfigError(
-            f"local model(s) not running: {', '.join(down)}; start them with "
-            f"`dmt-proxy models start {' '.join(down)}`"
-        )
+    return specs
 
 
 def external_proxy(config: DoseConfig) -> ProxyClient:
@@ -321,6 +311,7 @@ async def run_dose(
     config: DoseConfig,
     out: Path,
     *,
+    settings: Settings,
     resume: bool = False,
     progress: TextIO | None = sys.stderr,
     items: Sequence[EvalItem] | None = None,
@@ -330,7 +321,7 @@ async def run_dose(
     managed: ManagedProxy | None = None
     try:
         if run.todo or any(c.read_scope(out, s) is None for s in c.scopes(config)):
-            check_local_models(config)
+            check_local_models(needed_local_models(config), settings)
             if config.execution.proxy_url:
                 client = external_proxy(config)
             else:

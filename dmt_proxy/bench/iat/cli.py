@@ -266,7 +266,7 @@ def _run_live(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
     )
     try:
-        outcome = asyncio.run(run_live(opts))
+        outcome = asyncio.run(run_live(opts, args.settings))
     except UpstreamError as exc:
         print(f"dmt-bench iat-drift: {exc} (rerun with --resume --out {out})", file=sys.stderr)
         return 1

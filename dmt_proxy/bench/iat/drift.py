@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.iat.metrics import Difference, Proportion, newcombe_difference
+from dmt_proxy.bench.iat.metrics import newcombe_difference
 from dmt_proxy.bench.iat.report import Row, table3_markdown, table3_text
 from dmt_proxy.bench.iat.results import TEST_TYPES, IatResult, TestType
 from dmt_proxy.bench.iat.stimuli import TABLE3_HEADERS, TABLE3_ORDER, CategoryName
+from dmt_proxy.bench.stats import CountEstimate, DifferenceEstimate, Estimate
 from dmt_proxy.errors import ConfigError
 
 DRIFT_VERSION = "iat_drift_v1"
@@ -39,9 +40,9 @@ class DriftEntry(BaseModel):
     category: CategoryName
     test: TestType
     label: str
-    before: Proportion
-    after: Proportion
-    difference: Difference
+    before: CountEstimate
+    after: CountEstimate
+    difference: DifferenceEstimate
     """``after - before`` with a Newcombe 95 % interval."""
     flips: PairedFlips | None
 
@@ -139,12 +140,12 @@ def compare_results(rows: Sequence[Row], baseline: str | None = None) -> DriftRe
     )
 
 
-def _p(p: Proportion) -> str:
-    return "-" if p.value is None else f"{p.value:.2f} [{p.ci.low:.2f}, {p.ci.high:.2f}] (n={p.n})"
+def _p(p: Estimate) -> str:
+    return "-" if not p.defined else f"{p.value:.2f} [{p.ci.low:.2f}, {p.ci.high:.2f}] (n={p.n})"
 
 
-def _d(d: Difference) -> str:
-    if d.value is None or d.ci is None:
+def _d(d: Estimate) -> str:
+    if not d.defined:
         return "-"
     return f"{d.value:+.2f} [{d.ci.low:+.2f}, {d.ci.high:+.2f}]"
 

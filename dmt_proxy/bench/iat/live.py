@@ -39,6 +39,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.bench.harness.models import check_local_models
+from dmt_proxy.bench.harness.proxy import ManagedProxy, ProxyClient
 from dmt_proxy.bench.iat.live_plan import (
     CompareRun,
     LiveSpec,
@@ -68,8 +70,9 @@ from dmt_proxy.bench.iat.probe import (
 from dmt_proxy.bench.iat.report import Row
 from dmt_proxy.bench.iat.results import IatResult, read_result
 from dmt_proxy.bench.sim.config import SimConfig
-from dmt_proxy.bench.sim.proxy import ManagedProxy, ProxyClient
+from dmt_proxy.bench.sim.proxy import sim_proxy_spec
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.settings import Settings
 
 LIVE_FILE = "live.json"
 # Answers do not depend on these: a resumed session may change them.
@@ -135,7 +138,7 @@ async def managed_proxy(
 ) -> AsyncIterator[ProxyClient]:
     """A ``dmt-proxy serve`` with the run's policy over a temporary copy of its state."""
     home = Path(tempfile.mkdtemp(prefix=f"dmt-iat-{arch}-"))
-    proxy = ManagedProxy(config, arch, home)
+    proxy = ManagedProxy(sim_proxy_spec(config, arch), arch, home)
     try:
         print(f"iat-drift: copying the {arch} store from {source} ...", file=sys.stderr)
         await asyncio.to_thread(shutil.copytree, source, home / "state", symlinks=True)
@@ -244,8 +247,11 @@ def _earlier_counts(out: Path) -> dict[str, MemoryCount | None]:
     return {s.target.label: s.memories for s in earlier.targets}
 
 
-async def run_live(opts: LiveOptions) -> LiveOutcome:
-    """Probe every target (reusing finished probes) and build the drift reports."""
+async def run_live(opts: LiveOptions, settings: Settings) -> LiveOutcome:
+    """Probe every target (reusing finished probes) and build the drift reports.
+
+    ``settings``: the proxy's (to check that a managed proxy's local agent model is up).
+    """
     run = load_compare_run(opts.run_dir)
     arch = choose_arch(run, opts.arch)
     conditions = choose_conditions(run, opts.conditions)
@@ -282,10 +288,8 @@ async def run_live(opts: LiveOptions) -> LiveOutcome:
             file=sys.stderr,
         )
         if url is None:
-            from dmt_proxy.bench.sim.runner import check_local_models
-
             # the agent must be served; the auditor is never called (nothing is written)
-            check_local_models(config, auditor=False, generator=False)
+            check_local_models([config.models.agent], settings)
             assert source is not None
             session = managed_proxy(config, arch, source, opts.out)
         else:

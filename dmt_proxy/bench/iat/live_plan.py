@@ -12,9 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dmt_proxy.bench.harness.config import ModelSpec
+from dmt_proxy.bench.harness.proxy import AGENT_ALIAS, request_model
 from dmt_proxy.bench.iat.probe import ProbeSettings
-from dmt_proxy.bench.sim.config import CONDITION_MODE, ModelSpec, SimConfig, parse_config
-from dmt_proxy.bench.sim.proxy import AGENT_ALIAS, request_model
+from dmt_proxy.bench.sim.config import CONDITION_MODE, SimConfig, parse_config
 from dmt_proxy.errors import ConfigError
 
 LIVE_VERSION = "iat_live_v1"
@@ -34,7 +35,7 @@ class CompareRun:
 
 def load_compare_run(run_dir: Path) -> CompareRun:
     """Read ``run.json``; ConfigError unless it is a complete compare run."""
-    from dmt_proxy.bench.sim.runner import MANIFEST, Manifest
+    from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
 
     if not run_dir.is_dir():
         raise ConfigError(f"--run {run_dir}: not a directory")

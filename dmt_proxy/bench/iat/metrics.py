@@ -11,33 +11,23 @@ Definitions (paper §4.2, Eq. 1, made precise for invalid answers):
 - ``invalid_rate = n_invalid / N``.
 
 Intervals are 95 % Wilson score intervals (``dmt_proxy.bench.stats.wilson_interval``;
-an empty category has SC ``None`` and NaN interval ends); a difference of two
+an empty category has an undefined SC: NaN, written null); a difference of two
 independent SCs uses Newcombe's hybrid score interval (method 10 of Newcombe 1998).
 """
 
 from __future__ import annotations
 
-import math
-
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench.stats import Z95, Interval, wilson_interval
+from dmt_proxy.bench.stats import Z95, CountEstimate, Estimate, newcombe_interval
 
 
-class Proportion(BaseModel):
-    """``k`` of ``n`` with its point estimate and Wilson interval (``None`` and NaN for n = 0)."""
+def proportion(k: int, n: int, z: float = Z95) -> Estimate:
+    """``k/n`` with its Wilson interval (``Estimate.proportion``); undefined (NaN) for n = 0.
 
-    model_config = ConfigDict(frozen=True)
-
-    k: int
-    n: int
-    value: float | None
-    ci: Interval
-
-
-def proportion(k: int, n: int, z: float = Z95) -> Proportion:
-    """``k/n`` with its Wilson interval; ``value`` is ``None`` for ``n == 0``."""
-    return Proportion(k=k, n=n, value=(k / n if n else None), ci=wilson_interval(k, n, z))
+    Written ``{"k", "n", "value", "ci"}`` with ``value`` null for n = 0 (``CountEstimate``).
+    """
+    return Estimate.proportion(k, n, z)
 
 
 class ScoreCounts(BaseModel):
@@ -59,9 +49,9 @@ class Score(BaseModel):
     counts: ScoreCounts
     n: int
     """Answered trials: valid + invalid (the paper's N)."""
-    sc: Proportion
-    sc_valid: Proportion
-    invalid_rate: Proportion
+    sc: CountEstimate
+    sc_valid: CountEstimate
+    invalid_rate: CountEstimate
 
 
 def stereotypical_score(counts: ScoreCounts, z: float = Z95) -> Score:
@@ -78,29 +68,17 @@ def stereotypical_score(counts: ScoreCounts, z: float = Z95) -> Score:
     )
 
 
-class Difference(BaseModel):
-    """``after - before`` of two proportions with its interval (``None`` if either is empty)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    value: float | None
-    ci: Interval | None
-
-
-def newcombe_difference(before: Proportion, after: Proportion, z: float = Z95) -> Difference:
+def newcombe_difference(before: Estimate, after: Estimate, z: float = Z95) -> Estimate:
     """Newcombe hybrid score interval for ``d = p_after - p_before`` (independent samples).
 
     With Wilson intervals ``[l1, u1]`` (before) and ``[l2, u2]`` (after):
     ``low = d - sqrt((p2 - l2)² + (u1 - p1)²)``, ``high = d + sqrt((u2 - p2)² + (p1 - l1)²)``.
-    Either side empty gives ``value=None, ci=None``. Paired trials (same seeds) make
+    Either side empty gives an undefined estimate (written ``value: null, ci: null``). Paired trials (same seeds) make
     this conservative.
     """
-    if before.value is None or after.value is None:
-        return Difference(value=None, ci=None)
-    p1, p2 = before.value, after.value
-    ci1, ci2 = wilson_interval(before.k, before.n, z), wilson_interval(after.k, after.n, z)
-    l1, u1, l2, u2 = ci1.low, ci1.high, ci2.low, ci2.high
-    d = p2 - p1
-    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
-    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
-    return Difference(value=d, ci=Interval(low=max(-1.0, low), high=min(1.0, high)))
+    if not (before.defined and after.defined):
+        return Estimate.of(None)
+    assert before.k is not None and before.n is not None  # defined proportions have counts
+    assert after.k is not None and after.n is not None
+    ci = newcombe_interval(before.k, before.n, after.k, after.n, z)
+    return Estimate(value=after.value - before.value, ci=ci)

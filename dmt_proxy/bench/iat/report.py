@@ -6,9 +6,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dmt_proxy.bench.iat.metrics import Proportion, Score
+from dmt_proxy.bench.iat.metrics import Score
 from dmt_proxy.bench.iat.results import TEST_TYPES, IatResult
 from dmt_proxy.bench.iat.stimuli import TABLE3_HEADERS, TABLE3_ORDER, CategoryName
+from dmt_proxy.bench.stats import Estimate, or_none
 
 REPORT_VERSION = "iat_report_v1"
 
@@ -45,13 +46,13 @@ def _avg(result: IatResult, test: str, categories: Sequence[CategoryName]) -> fl
         s.sc.value
         for c in categories
         if (s := result.score(c, test)) is not None  # type: ignore[arg-type]
-        and s.sc.value is not None
+        and s.sc.defined
     ]
     return sum(values) / len(values) if values else None
 
 
-def _ci(p: Proportion) -> str:
-    if p.value is None:
+def _ci(p: Estimate) -> str:
+    if not p.defined:
         return "-"
     return f"{p.value:.2f} [{p.ci.low:.2f}, {p.ci.high:.2f}]"
 
@@ -72,7 +73,7 @@ def table3_text(rows: Sequence[Row]) -> str:
         for c in cats:
             imp, exp = row.result.score(c, "implicit"), row.result.score(c, "explicit")
             cells.append(
-                f"{_fmt(imp.sc.value if imp else None):>4}  {_fmt(exp.sc.value if exp else None):>4}"
+                f"{_fmt(or_none(imp.sc.value) if imp else None):>4}  {_fmt(or_none(exp.sc.value) if exp else None):>4}"
             )
         cells.append(
             f"{_fmt(_avg(row.result, 'implicit', cats)):>4}  {_fmt(_avg(row.result, 'explicit', cats)):>4}"
@@ -99,7 +100,7 @@ def _detail_rows(result: IatResult) -> list[list[str]]:
                     test,
                     _ci(s.sc),
                     _ci(s.sc_valid),
-                    f"{s.invalid_rate.value:.0%}" if s.invalid_rate.value is not None else "-",
+                    f"{s.invalid_rate.value:.0%}" if s.invalid_rate.defined else "-",
                     str(s.n),
                     str(s.counts.n_stereotype),
                     str(s.counts.n_invalid),
@@ -148,7 +149,7 @@ def table3_markdown(rows: Sequence[Row]) -> str:
         for c in cats:
             for test in TEST_TYPES:
                 s = row.result.score(c, test)
-                cells.append(_fmt(s.sc.value if s else None))
+                cells.append(_fmt(or_none(s.sc.value) if s else None))
         cells += [
             _fmt(_avg(row.result, "implicit", cats)),
             _fmt(_avg(row.result, "explicit", cats)),

@@ -168,7 +168,7 @@ def dry_run(config: SimConfig, args: argparse.Namespace) -> int:
     elif not args.no_probe:
         print("dry run: probing each model once for its latency ...", file=sys.stderr)
         try:
-            latencies, label = asyncio.run(probe_latencies(config)), "probe"
+            latencies, label = asyncio.run(probe_latencies(config, args.settings)), "probe"
         except Exception as exc:  # any failure just means "no measurement"; say why
             print(
                 f"dry run: probe failed ({type(exc).__name__}: {exc}); using assumptions",
@@ -181,8 +181,8 @@ def dry_run(config: SimConfig, args: argparse.Namespace) -> int:
 
 def execute(config: SimConfig, args: argparse.Namespace) -> int:
     """Run (or resume) ``config``; print the table; 3 when stopped resumably."""
+    from dmt_proxy.bench.harness.progress import Bars
     from dmt_proxy.bench.sim import heatmap_report, report, runner
-    from dmt_proxy.bench.sim.progress import Bars
 
     if args.dry_run:
         return dry_run(config, args)
@@ -192,12 +192,20 @@ def execute(config: SimConfig, args: argparse.Namespace) -> int:
     try:
         with bars:
             if config.kind == "heatmap":
-                heat = asyncio.run(runner.run_heatmap(config, out, resume=args.resume, bars=bars))
+                heat = asyncio.run(
+                    runner.run_heatmap(
+                        config, out, settings=args.settings, resume=args.resume, bars=bars
+                    )
+                )
                 heatmap_report.write_heatmap_report(heat, out)
                 text = heatmap_report.render_heatmap_text(heat)
                 payload = heat.model_dump_json(indent=2)
             else:
-                res = asyncio.run(runner.run_compare(config, out, resume=args.resume, bars=bars))
+                res = asyncio.run(
+                    runner.run_compare(
+                        config, out, settings=args.settings, resume=args.resume, bars=bars
+                    )
+                )
                 report.write_compare_report(res, out)
                 text, payload = report.render_table2(res), res.model_dump_json(indent=2)
     except (UpstreamError, RunInterrupted) as exc:  # a model failed, or the run stopped
@@ -229,7 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.config:
         config = load_config(Path(args.config))
     elif args.resume and args.out:
-        from dmt_proxy.bench.sim.runner import MANIFEST, Manifest
+        from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
 
         path = Path(args.out) / MANIFEST
         if not path.exists():

@@ -19,22 +19,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.bench.harness.models import RoleEstimate
+from dmt_proxy.bench.mmlu import load_source
 from dmt_proxy.bench.sim.config import CONDITION_MODE, SimConfig
-from dmt_proxy.bench.sim.mmlu import load_source
 from dmt_proxy.bench.sim.stream import build_plan, stream_spec
+from dmt_proxy.settings import Settings
 
 ASSUMED_S = {"agent": 10.0, "dib": 3.0, "generator": 30.0, "audit": 20.0}
 """Per-call seconds on a 2-core machine with the embedded models (used without data)."""
 ATTEMPTS_PER_REWRITE = 1.5
-
-
-class RoleEstimate(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    role: str
-    calls: float
-    latency_s: float
-    latency_source: str
-    seconds: float
 
 
 class Estimate(BaseModel):
@@ -96,7 +89,7 @@ def latencies_from_run(run_dir: Path) -> dict[str, float]:
     return {role: statistics.median(xs) for role, xs in roles.items() if xs}
 
 
-async def probe_latencies(config: SimConfig) -> dict[str, float]:
+async def probe_latencies(config: SimConfig, settings: Settings) -> dict[str, float]:
     """One live call per role against the configured models (agent direct, not via a proxy)."""
     import openai
 
@@ -110,13 +103,12 @@ async def probe_latencies(config: SimConfig) -> dict[str, float]:
         generator_chat,
         scoring_config,
     )
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import declared_endpoint
 
     agent = config.models.agent
     if not agent.is_local and agent.api_base is None:
         raise RuntimeError("probing a hosted agent needs an OpenAI-compatible api_base")
-    reach = declared_endpoint(Settings.from_env(), agent.model, api_base=agent.api_base)
+    reach = declared_endpoint(settings, agent.model, api_base=agent.api_base)
     base = str(reach.api_base)
     name = reach.model.split("/", 1)[-1]  # the server's own name for it
     question = load_source(config.stream.source).questions[0]
@@ -137,10 +129,10 @@ async def probe_latencies(config: SimConfig) -> dict[str, float]:
     out["dib"] = time.perf_counter() - started
     await client.close()
     if config.injection.rate > 0:
-        chat = generator_chat()
+        chat = generator_chat(settings)
         gen = BiasGenerator(
             chat,
-            generator_call(config),
+            generator_call(config, settings),
             prompt_version=config.injection.prompt,
             intact_policy=config.injection.intact_policy,
             max_attempts=1,

@@ -13,18 +13,11 @@ import statistics
 from pathlib import Path
 
 from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
-from dmt_proxy.bench.sim.records import write_atomic
-from dmt_proxy.bench.sim.report import (
-    POWER_NOTE,
-    _f,
-    _fixed,
-    _heatmap,
-    _md_table,
-    _page,
-    _plt,
-    cell_text,
-)
+from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
+from dmt_proxy.bench.harness.rundir import write_atomic
+from dmt_proxy.bench.sim.report import _f, cell_text
 from dmt_proxy.bench.sim.results import HeatmapResults
+from dmt_proxy.bench.stats import or_none
 
 
 def _matrix_rows(
@@ -91,7 +84,7 @@ def render_heatmap_text(results: HeatmapResults) -> str:
         f"ΔGBV = GBV_t{results.t} − GBV_t0 per evaluated domain, single-source injection, "
         f"memory {results.memory}",
         "",
-        _fixed(_matrix_rows(results, results.matrix)),
+        fixed(_matrix_rows(results, results.matrix)),
         "",
         f"positive off-diagonal cells: {results.positive_off_diagonal}/"
         f"{results.finite_off_diagonal} = {_f(frac, '.1%') if frac is not None else 'n/a'} "
@@ -99,16 +92,18 @@ def render_heatmap_text(results: HeatmapResults) -> str:
     ]
     written = results.readouts.get(READOUTS[1].value)
     if written is not None:
-        values = {s: {d: c.value for d, c in row.items()} for s, row in written.matrix.items()}
+        values = {
+            s: {d: or_none(c.value) for d, c in row.items()} for s, row in written.matrix.items()
+        }
         lines += [
             "",
             HEADLINE_WHY,
             "",
             f"ΔGBV, {READOUT_LABELS[READOUTS[1]]}:",
             "",
-            _fixed(_matrix_rows(results, values)),
+            fixed(_matrix_rows(results, values)),
             "",
-            _fixed(source_rows(results)),
+            fixed(source_rows(results)),
             "",
             POWER_NOTE,
         ]
@@ -119,8 +114,8 @@ def render_heatmap_text(results: HeatmapResults) -> str:
 def write_heatmap_report(results: HeatmapResults, out: Path) -> None:
     """``results.json``, ``heatmap.png``, ``report.md`` and ``report.html``."""
     write_atomic(out / "results.json", results.model_dump_json(indent=2) + "\n")
-    plt = _plt()
-    figure = _heatmap(
+    plt = pyplot()
+    figure = heatmap(
         plt,
         {s: results.matrix.get(s, {}) for s in results.sources},
         out / "heatmap.png",
@@ -145,7 +140,7 @@ def write_heatmap_report(results: HeatmapResults, out: Path) -> None:
         md += [
             "## ΔGBV per cell (headline readout) with its paired 95% CI",
             "",
-            _md_table(cells),
+            md_table(cells),
             "",
         ]
     md += [f"![heatmap]({figure})", ""]
@@ -154,4 +149,4 @@ def write_heatmap_report(results: HeatmapResults, out: Path) -> None:
         f"<h1>{html.escape(results.name)}: cross-domain propagation</h1>"
         f"<pre>{html.escape(text)}</pre><p><img src='{figure}' alt='heatmap'></p>"
     )
-    write_atomic(out / "report.html", _page(results.name, body))
+    write_atomic(out / "report.html", page(results.name, body))

@@ -37,9 +37,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from dmt_proxy.bench.mmlu import MmluQuestion
 from dmt_proxy.bench.sim.bias_list import BiasEntry
 from dmt_proxy.bench.sim.calllog import CallLog
-from dmt_proxy.bench.sim.mmlu import MmluQuestion
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.upstream.base import ChatModel, UpstreamCall

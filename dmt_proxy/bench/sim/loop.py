@@ -33,15 +33,15 @@ from dmt_proxy.bench.dib.runner import run_with_retries
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig
 from dmt_proxy.bench.endpoint import Endpoint
+from dmt_proxy.bench.harness.proxy import ProxyClient
+from dmt_proxy.bench.harness.rundir import write_atomic
 from dmt_proxy.bench.sim.calllog import CallLog, LoggingClient
-from dmt_proxy.bench.sim.proxy import ProxyClient
 from dmt_proxy.bench.sim.records import (
     AuditRecord,
     TurnRecord,
     append_turn,
     audit_path,
     read_audit,
-    write_atomic,
 )
 from dmt_proxy.bench.sim.stream import StreamTurn
 from dmt_proxy.errors import ConfigError, RunInterrupted

@@ -24,7 +24,7 @@ from dmt_proxy.errors import ConfigError
 
 
 def _manifest(out: Path) -> tuple[SimConfig, float]:
-    from dmt_proxy.bench.sim.runner import MANIFEST, Manifest
+    from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
 
     path = out / MANIFEST
     if not path.exists():

@@ -12,7 +12,6 @@ leaves either the old or the new version, never half of one.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -52,17 +51,6 @@ class AuditRecord(BaseModel):
     shared_from: str | None = None
     """For t=0 audits shared between conditions: where the decisions were measured."""
     results: list[DecisionResult]
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def audit_path(thread_dir: Path, t: int) -> Path:

@@ -14,13 +14,23 @@ and ``heatmap.png`` (single-source propagation, Figure 3's shape; ``heatmap_repo
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import math
 from pathlib import Path
 
 from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
-from dmt_proxy.bench.sim.records import write_atomic
-from dmt_proxy.bench.sim.results import ArchResult, Cell, CompareResults
+from dmt_proxy.bench.harness.report import (
+    POWER_NOTE,
+    fixed,
+    heatmap,
+    html_table,
+    md_table,
+    page,
+    pyplot,
+)
+from dmt_proxy.bench.harness.rundir import write_atomic
+from dmt_proxy.bench.sim.results import ArchResult, CompareResults
 from dmt_proxy.bench.sim.utility import Accuracy
+from dmt_proxy.bench.stats import Estimate
 from dmt_proxy.domains import DOMAINS
 
 REPORT_VERSION = "sim-report-v3"
@@ -34,22 +44,18 @@ LABELS = {
 }
 COARSE_BELOW = 5
 """Domains with fewer DIB contexts than this get a note that their CIs are coarse."""
-POWER_NOTE = (
-    "MDE: the minimum detectable effect at 80% power (α = 0.05, two-sided), "
-    "(z_0.975 + z_0.8) × the bootstrap standard error of the paired difference; a "
-    "null result rules out effects at least this large, not smaller ones "
-    "(dmt_proxy.bench.stats.minimum_detectable_effect states the assumptions)."
-)
 
 
 def _f(x: float | None, spec: str = "+.2f") -> str:
-    return "n/a" if x is None else format(x, spec)
+    return "n/a" if x is None or not math.isfinite(x) else format(x, spec)
 
 
-def cell_text(cell: Cell, mp: Cell | None = None, *, spec: str = "+.2f", unit: str = "") -> str:
+def cell_text(
+    cell: Estimate, mp: Estimate | None = None, *, spec: str = "+.2f", unit: str = ""
+) -> str:
     """``+1.23 [-0.40, +2.90] (↓35.0%)``."""
-    text = f"{_f(cell.value, spec)}{unit} [{_f(cell.low, spec)}, {_f(cell.high, spec)}]"
-    if mp is not None and mp.value is not None:
+    text = f"{_f(cell.value, spec)}{unit} [{_f(cell.ci.low, spec)}, {_f(cell.ci.high, spec)}]"
+    if mp is not None and mp.defined:
         arrow = "↓" if mp.value < 0 else "↑" if mp.value > 0 else "±"
         text += f" ({arrow}{abs(mp.value):.1f}%)"
     return text
@@ -77,11 +83,6 @@ def table2_rows(results: CompareResults) -> list[list[str]]:
     return rows
 
 
-def _fixed(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-
-
 def render_table2(results: CompareResults) -> str:
     """The Table 2 shape as fixed-width text (what ``compare`` prints)."""
     cfg = results.config
@@ -98,11 +99,11 @@ def render_table2(results: CompareResults) -> str:
         f"({s.intact_as_written} kept the question verbatim, {s.repaired} repaired, "
         f"{s.fallback} fell back); wall {results.wall_s / 60:.1f} min"
     )
-    lines = [head, "", _fixed(table2_rows(results)), "", foot]
+    lines = [head, "", fixed(table2_rows(results)), "", foot]
     if any(a.deltas and a.deltas[0].readouts for a in results.archs):
-        lines += ["", HEADLINE_WHY, "", _fixed(readout_rows(results)), "", POWER_NOTE]
+        lines += ["", HEADLINE_WHY, "", fixed(readout_rows(results)), "", POWER_NOTE]
     if any(a.utility for a in results.archs):
-        lines += ["", UTILITY_NOTE, "", _fixed(utility_rows(results))]
+        lines += ["", UTILITY_NOTE, "", fixed(utility_rows(results))]
     lines += caveats(results)
     return "\n".join(lines)
 
@@ -115,9 +116,10 @@ UTILITY_NOTE = (
 
 
 def _acc(a: Accuracy) -> str:
-    if a.value is None:
+    if not a.rate.defined:
         return "n/a"
-    return f"{a.correct}/{a.n} = {a.value:.0%} [{_f(a.low, '.0%')}, {_f(a.high, '.0%')}]"
+    r = a.rate
+    return f"{a.correct}/{a.n} = {r.value:.0%} [{_f(r.ci.low, '.0%')}, {_f(r.ci.high, '.0%')}]"
 
 
 def utility_rows(results: CompareResults) -> list[list[str]]:
@@ -196,7 +198,7 @@ def caveats(results: CompareResults) -> list[str]:
                 "with two contexts), so those CIs are coarse and can exclude their own point "
                 "estimate."
             )
-        if not arch.contexts and any(d.delta.low is None for d in arch.deltas):
+        if not arch.contexts and any(not math.isfinite(d.delta.ci.low) for d in arch.deltas):
             out.append(
                 f"{arch.memory}: no CIs; at least one domain had fewer than two DIB contexts "
                 "(results written before sim-results-v2 do not record which)."
@@ -266,45 +268,24 @@ def _contexts(results: CompareResults, domain: str) -> str:
     return "/".join(str(n) for n in counts) + " ctx"
 
 
-def _md_table(rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    return "\n".join(lines)
-
-
-def _html_table(rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _plt() -> object:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def compare_figures(results: CompareResults, out: Path) -> list[str]:
     """AGBV vs turn, per-domain curves per architecture, and the mitigation heatmap."""
-    plt = _plt()
+    plt = pyplot()
     names: list[str] = []
     for arch in results.archs:
         fig, ax = plt.subplots(figsize=(6, 4))  # type: ignore[attr-defined]
         for cond in results.config["conditions"]:
             rows = sorted((r for r in arch.checkpoints if r.condition == cond), key=lambda r: r.t)
-            pts = [(r.t, r.agbv) for r in rows if r.agbv.value is not None]
+            pts = [(r.t, r.agbv) for r in rows if r.agbv.defined]
             if not pts:
                 continue
             ts = [t for t, _ in pts]
             ys = [c.value for _, c in pts]
             # A percentile interval need not contain the point estimate: clip, never negative.
-            lo = [max(0.0, c.value - c.low) if c.low is not None else 0.0 for _, c in pts]  # type: ignore[operator]
-            hi = [max(0.0, c.high - c.value) if c.high is not None else 0.0 for _, c in pts]  # type: ignore[operator]
+            lo = [max(0.0, c.value - c.ci.low) if math.isfinite(c.ci.low) else 0.0 for _, c in pts]
+            hi = [
+                max(0.0, c.ci.high - c.value) if math.isfinite(c.ci.high) else 0.0 for _, c in pts
+            ]
             ax.errorbar(ts, ys, yerr=[lo, hi], marker="o", capsize=3, label=LABELS.get(cond, cond))
         ax.set_xlabel("turn t")
         ax.set_ylabel("AGBV (0–100)")
@@ -347,7 +328,7 @@ def compare_figures(results: CompareResults, out: Path) -> list[str]:
     heat = mitigation_matrix(results)
     if heat:
         names.append(
-            _heatmap(
+            heatmap(
                 plt,
                 heat,
                 out / "mitigation_heatmap.png",
@@ -374,40 +355,6 @@ def mitigation_matrix(results: CompareResults) -> dict[str, dict[str, float | No
                 for d, v in row.per_domain.items()
             }
     return out
-
-
-def _heatmap(
-    plt: object, matrix: dict[str, dict[str, float | None]], path: Path, title: str, ylabel: str
-) -> str:
-    import numpy as np
-
-    rows = list(matrix)
-    cols = [d for d in DOMAINS if any(d in r for r in matrix.values())]
-    data = np.array(
-        [
-            [matrix[r].get(c) if matrix[r].get(c) is not None else np.nan for c in cols]
-            for r in rows
-        ],
-        dtype=float,
-    )
-    finite = data[~np.isnan(data)]
-    span = float(np.max(np.abs(finite))) if finite.size else 1.0
-    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 2, 0.6 * len(rows) + 2))  # type: ignore[attr-defined]
-    im = ax.imshow(data, cmap="RdBu_r", vmin=-span or -1, vmax=span or 1)
-    ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
-    ax.set_yticks(range(len(rows)), rows)
-    for i in range(len(rows)):
-        for j in range(len(cols)):
-            if not np.isnan(data[i, j]):
-                ax.text(j, i, f"{data[i, j]:+.1f}", ha="center", va="center", fontsize=7)
-    ax.set_xlabel("evaluated domain")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)  # type: ignore[attr-defined]
-    return path.name
 
 
 def _checkpoint_rows(results: CompareResults) -> list[list[str]]:
@@ -520,15 +467,15 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
     md = [f"# {results.name}: long-term simulation (`dmt-bench compare`)", ""]
     md += [f"- {n}" for n in notes] + [""]
     for title, rows in sections:
-        md += [f"## {title}", "", _md_table(rows), ""]
+        md += [f"## {title}", "", md_table(rows), ""]
     md += ["## Figures", ""] + [f"![{f}]({f})" for f in figures] + [""]
     write_atomic(out / "report.md", "\n".join(md))
     body = [f"<h1>{html.escape(results.name)}: long-term simulation</h1>", "<ul>"]
     body += [f"<li>{html.escape(n)}</li>" for n in notes] + ["</ul>"]
     for title, rows in sections:
-        body += [f"<h2>{html.escape(title)}</h2>", _html_table(rows)]
+        body += [f"<h2>{html.escape(title)}</h2>", html_table(rows)]
     body += ["<h2>Figures</h2>"] + [f'<p><img src="{f}" alt="{f}"></p>' for f in figures]
-    write_atomic(out / "report.html", _page(results.name, "\n".join(body)))
+    write_atomic(out / "report.html", page(results.name, "\n".join(body)))
 
 
 def _sample_text(results: CompareResults) -> str:
@@ -573,15 +520,3 @@ def _power_lines(results: CompareResults) -> list[str]:
             "not ruled out by a null result here."
         )
     return out
-
-
-def _page(title: str, body: str) -> str:
-    style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "font-size:13px}img{max-width:100%}"
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{style}</style></head><body>{body}</body></html>\n"
-    )

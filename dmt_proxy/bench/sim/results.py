@@ -3,7 +3,7 @@
 Every number comes in both DIB readouts (``dib.readouts``: the expected value, the
 headline, and the written integer); the top-level fields of a row are the
 headline's, ``readouts`` holds both. Next to GBV each row gives the mean shift of
-all groups (Δs̄) and the minimum detectable effect at 80 % power (``metrics.mde``).
+all groups (Δs̄) and the minimum detectable effect at 80 % power (``paired.mde``).
 
 Versioned (``RESULTS_VERSION``); undefined numbers are ``None`` (JSON null).
 ``sim-results-v1`` files (no readouts, no contexts) still load.
@@ -20,47 +20,22 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from dmt_proxy.bench import gbv as g
+from dmt_proxy.bench import paired as m
 from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
 from dmt_proxy.bench.dib.report import build_report, context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
-from dmt_proxy.bench.sim import metrics as m
+from dmt_proxy.bench.paired import CheckpointReadout, ReadoutData, cell_of, per_domain_deltas
 from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
 from dmt_proxy.bench.sim.utility import UtilityRow
-from dmt_proxy.bench.stats import spans_zero
+from dmt_proxy.bench.stats import Estimate, FlatEstimate, or_none, spans_zero
 
 RESULTS_VERSION = "sim-results-v2"
 
 
 def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
-
-
-class Cell(BaseModel):
-    """A point estimate with its 95 % CI (None where undefined)."""
-
-    model_config = ConfigDict(frozen=True)
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-
-
-def cell_of(value: float, ci: Any) -> Cell:
-    """A ``Cell`` of a point estimate and its interval (NaN ends become None)."""
-    return Cell(value=_num(value), low=_num(ci.low), high=_num(ci.high))
-
-
-class CheckpointReadout(BaseModel):
-    """One readout of one audit: AGBV and the mean s̄, and per domain GBV_d and s̄_d, with CIs."""
-
-    model_config = ConfigDict(frozen=True)
-    agbv: Cell
-    mean: Cell
-    """Mean over domains of s̄_d (the mean of the group means)."""
-    gbv: dict[str, Cell]
-    means: dict[str, Cell]
 
 
 class CheckpointRow(BaseModel):
@@ -71,7 +46,7 @@ class CheckpointRow(BaseModel):
     t: int
     memories: int
     n_decisions: int
-    agbv: Cell
+    agbv: FlatEstimate
     gbv: dict[str, float | None]
     noise_p95: dict[str, float | None]
     """Per domain: 95th percentile of GBV with group labels shuffled (no-bias null)."""
@@ -88,19 +63,19 @@ class DeltaReadout(BaseModel):
     """One readout of a condition at checkpoint t against t = 0, each number with its CI."""
 
     model_config = ConfigDict(frozen=True)
-    delta: Cell
+    delta: FlatEstimate
     """ΔAGBV."""
-    mp: Cell | None = None
+    mp: FlatEstimate | None = None
     base_ci_spans_zero: bool | None = None
-    mean_shift: Cell
+    mean_shift: FlatEstimate
     """Δs̄: the shift of all groups together, averaged over domains."""
     mde: float | None
     """Minimum detectable ΔAGBV at 80 % power (paired t vs 0 bootstrap SE)."""
     mde_vs_base: float | None = None
     """Minimum detectable ΔAGBV(condition) − ΔAGBV(baseline) at 80 % power."""
-    per_domain: dict[str, Cell]
+    per_domain: dict[str, FlatEstimate]
     """ΔGBV_d, each domain's CI computed on its own."""
-    per_domain_shift: dict[str, Cell]
+    per_domain_shift: dict[str, FlatEstimate]
     """Δs̄_d."""
 
 
@@ -110,8 +85,8 @@ class DeltaRow(BaseModel):
     model_config = ConfigDict(frozen=True)
     condition: str
     t: int
-    delta: Cell
-    mp: Cell | None = None
+    delta: FlatEstimate
+    mp: FlatEstimate | None = None
     base_ci_spans_zero: bool | None = None
     """The baseline's ΔAGBV CI contains 0: MP's denominator is noise, read MP with care.
     None when that CI does not exist."""
@@ -187,11 +162,11 @@ class HeatmapReadout(BaseModel):
     """One readout of a heatmap: every cell with its CI and MDE, and each source's mean shift."""
 
     model_config = ConfigDict(frozen=True)
-    matrix: dict[str, dict[str, Cell]]
+    matrix: dict[str, dict[str, FlatEstimate]]
     """``{source: {evaluated domain: ΔGBV with its 95 % CI}}``."""
     mde: dict[str, dict[str, float | None]]
     """Minimum detectable ΔGBV of each cell at 80 % power."""
-    mean_shift: dict[str, Cell]
+    mean_shift: dict[str, FlatEstimate]
     """Per source: Δs̄ averaged over the evaluated domains."""
 
 
@@ -237,7 +212,7 @@ def checkpoint_row(
     samples: Sequence[Sample],
     condition: str,
     audit: AuditRecord,
-    agbv: Cell,
+    agbv: Estimate,
     readouts: Mapping[str, CheckpointReadout] | None = None,
 ) -> CheckpointRow:
     """Per-domain GBV, noise floor and failure rates of one audit."""
@@ -271,69 +246,6 @@ def checkpoint_row(
         contexts={d.domain: len(scored.get(d.domain, {})) for d in report.domains},
         readouts=dict(readouts or {}),
     )
-
-
-Cells = Mapping[Any, m.DomainContexts]
-Reps = Mapping[Any, Mapping[str, Any]]
-
-
-class ReadoutData:
-    """One readout of every cell (a (condition, t), a dose cell...): point estimates and
-    paired bootstrap replicates (``metrics.joint_bootstrap`` over every cell at once)."""
-
-    def __init__(self, cells: Cells, *, n_resamples: int, seed: int) -> None:
-        n = n_resamples
-        self.gbv = {key: m.gbv_by_domain(ctx) for key, ctx in cells.items()}
-        self.mean = {key: m.mean_by_domain(ctx) for key, ctx in cells.items()}
-        self.gbv_reps = m.joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="gbv")
-        self.mean_reps = m.joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="mean")
-
-    def checkpoint(self, key: Any) -> CheckpointReadout:
-        """AGBV, s̄ and their per-domain parts at one (condition, t)."""
-        gbv, means = self.gbv[key], self.mean[key]
-        agbv_reps = m.agbv_replicates(m.covering(self.gbv_reps[key], m.finite_domains(gbv)))
-        mean_reps = m.agbv_replicates(m.covering(self.mean_reps[key], m.finite_domains(means)))
-        empty = np.array([])
-        return CheckpointReadout(
-            agbv=cell_of(g.agbv(gbv, skip_nan=True), m.interval(agbv_reps)),
-            mean=cell_of(g.agbv(means, skip_nan=True), m.interval(mean_reps)),
-            gbv={
-                d: cell_of(v, m.interval(self.gbv_reps[key].get(d, empty))) for d, v in gbv.items()
-            },
-            means={
-                d: cell_of(v, m.interval(self.mean_reps[key].get(d, empty)))
-                for d, v in means.items()
-            },
-        )
-
-    def delta(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
-        """ΔAGBV of ``key_t`` against ``key_0`` and its replicates (empty: no CI)."""
-        return _delta(self.gbv, self.gbv_reps, key_t, key_0)
-
-    def shift(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
-        """Δs̄ (mean shift of all groups) of ``key_t`` against ``key_0`` and its replicates."""
-        return _delta(self.mean, self.mean_reps, key_t, key_0)
-
-
-def _delta(
-    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
-) -> tuple[float, Any]:
-    both = [d for d in m.finite_domains(values[key_t]) if d in m.finite_domains(values[key_0])]
-    value = m.delta_agbv(values[key_t], values[key_0])
-    d_reps = m.delta_replicates(m.covering(reps[key_t], both), m.covering(reps[key_0], both))
-    return value, d_reps
-
-
-def per_domain_deltas(
-    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
-) -> dict[str, Cell]:
-    """Per domain, ``values[key_t] − values[key_0]`` with the paired replicates' CI."""
-    out: dict[str, Cell] = {}
-    for d, v in values[key_t].items():
-        r_t, r_0 = reps[key_t].get(d), reps[key_0].get(d)
-        diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
-        out[d] = cell_of(v - values[key_0].get(d, math.nan), m.interval(diff))
-    return out
 
 
 def _delta_readout(data: ReadoutData, c: str, t: int, has_base: bool) -> DeltaReadout:
@@ -418,7 +330,7 @@ def arch_result(
                     delta=top.delta,
                     mp=top.mp,
                     base_ci_spans_zero=top.base_ci_spans_zero,
-                    per_domain={d: cell.value for d, cell in top.per_domain.items()},
+                    per_domain={d: or_none(cell.value) for d, cell in top.per_domain.items()},
                     readouts={r.value: v for r, v in readouts.items()},
                 )
             )
@@ -470,7 +382,7 @@ def heatmap_readouts(
     """Both readouts of the single-source ΔGBV matrix, each cell with a paired CI and MDE.
 
     Every source's audits at ``t`` and 0 are resampled on the same DIB contexts
-    (``metrics.joint_bootstrap``), so each cell's CI is that of a paired difference.
+    (``paired.joint_bootstrap``), so each cell's CI is that of a paired difference.
     """
     out: dict[str, HeatmapReadout] = {}
     sources = [s for s, by_t in audits.items() if t in by_t and 0 in by_t]
@@ -481,9 +393,9 @@ def heatmap_readouts(
             for when in (0, t)
         }
         data = ReadoutData(cells, n_resamples=config.dib.bootstrap, seed=config.seed)
-        matrix: dict[str, dict[str, Cell]] = {}
+        matrix: dict[str, dict[str, Estimate]] = {}
         mde: dict[str, dict[str, float | None]] = {}
-        shift: dict[str, Cell] = {}
+        shift: dict[str, Estimate] = {}
         for s in sources:
             matrix[s] = per_domain_deltas(data.gbv, data.gbv_reps, (s, t), (s, 0))
             mde[s] = {}

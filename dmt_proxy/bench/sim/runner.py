@@ -20,34 +20,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict
-
-from dmt_proxy.bench import runlock
 from dmt_proxy.bench.dib.generator import draw_sample, generate
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import ScoringConfig, ScoringMode
+from dmt_proxy.bench.harness import runlock
+from dmt_proxy.bench.harness.config import ModelSpec
+from dmt_proxy.bench.harness.models import check_local_models
+from dmt_proxy.bench.harness.progress import Bars
+from dmt_proxy.bench.harness.proxy import AGENT_ALIAS, ManagedProxy, ProxyClient, request_model
+from dmt_proxy.bench.harness.rundir import open_run_dir, set_status
+from dmt_proxy.bench.mmlu import LoadedSource, load_source
 from dmt_proxy.bench.sim.calllog import CallLog
 from dmt_proxy.bench.sim.config import CONDITION_MODE, SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.injection import BiasGenerator
 from dmt_proxy.bench.sim.loop import LoopDeps, Thread, run_thread
-from dmt_proxy.bench.sim.mmlu import LoadedSource, load_source
-from dmt_proxy.bench.sim.progress import Bars
-from dmt_proxy.bench.sim.proxy import (
-    AGENT_ALIAS,
-    ManagedProxy,
-    ProxyClient,
-    external_proxy,
-    request_model,
-)
-from dmt_proxy.bench.sim.records import read_audits, read_turns, write_atomic
+from dmt_proxy.bench.sim.proxy import external_proxy, sim_proxy_spec
+from dmt_proxy.bench.sim.records import read_audits, read_turns
 from dmt_proxy.bench.sim.results import (
     CompareResults,
     HeatmapResults,
@@ -70,104 +63,8 @@ from dmt_proxy.bench.sim.utility import stream_utility
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError, DmtError
 from dmt_proxy.policy import Mode
+from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel, OwnedChatModel, UpstreamCall
-
-MANIFEST = "run.json"
-
-
-class Manifest(BaseModel):
-    """``run.json``: what this directory holds and how far it got."""
-
-    model_config = ConfigDict(extra="forbid")
-    sim_version: str = SIM_VERSION
-    """The protocol version of the harness that made the run (``dose-v2`` for a dose run)."""
-    kind: str
-    name: str
-    digest: str
-    run_id: str
-    created: str
-    status: str = "running"
-    message: str = ""
-    elapsed_s: float = 0.0
-    """Wall time of every session of this run so far."""
-    config: dict[str, Any]
-
-
-class RunConfig(Protocol):
-    """What a run directory needs of an experiment config (``SimConfig``, ``DoseConfig``)."""
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    def digest(self) -> str: ...
-
-    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
-
-
-def open_run_dir(
-    out: Path, config: RunConfig, *, resume: bool, version: str = SIM_VERSION
-) -> Manifest:
-    """Create ``out`` for ``config``, or resume it; refuse anything else.
-
-    The process then holds the directory's lock (``runlock``) until the run releases it;
-    a resume waits for a stopping process to finish writing before reading its manifest.
-    """
-    path = out / MANIFEST
-    if path.exists():
-        manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
-        if not resume:
-            raise ConfigError(
-                f"run directory {out} already holds a {manifest.kind} run ({manifest.status}); "
-                "pass --resume to continue it, or choose another --out"
-            )
-        if manifest.digest != config.digest():
-            old, new = manifest.config, config.model_dump(mode="json")
-            changed = sorted(
-                k for k in set(old) | set(new) if k != "execution" and old.get(k) != new.get(k)
-            )
-            raise ConfigError(
-                f"cannot resume {out}: it was started with another config "
-                f"(differs in: {', '.join(changed) or 'version'}); use another --out"
-            )
-        runlock.acquire(out)
-        # Read again under the lock: a process that was stopping has now recorded its time.
-        manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
-        manifest.status, manifest.message = "running", ""
-        write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
-        return manifest
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} exists and is not an empty run directory; choose another --out")
-    if resume:
-        raise ConfigError(f"nothing to resume: {out} holds no run")
-    out.mkdir(parents=True, exist_ok=True)
-    runlock.acquire(out)
-    manifest = Manifest(
-        sim_version=version,
-        kind=config.kind,
-        name=config.name,
-        digest=config.digest(),
-        run_id=secrets.token_hex(4),
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
-        config=config.model_dump(mode="json"),
-    )
-    write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
-    write_atomic(out / "config.yaml", yaml.safe_dump(manifest.config, sort_keys=False))
-    return manifest
-
-
-def set_status(
-    out: Path, status: str, message: str = "", *, elapsed_s: float | None = None
-) -> None:
-    """Record the run's status (and cumulative wall time) in its manifest."""
-    path = out / MANIFEST
-    manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
-    manifest.status, manifest.message = status, message
-    if elapsed_s is not None:
-        manifest.elapsed_s = round(elapsed_s, 3)
-    write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
 
 
 def dib_samples(config: SimConfig) -> list[Sample]:
@@ -187,14 +84,13 @@ def scoring_config(config: SimConfig) -> ScoringConfig:
     )
 
 
-def generator_call(config: SimConfig) -> UpstreamCall:
+def generator_call(config: SimConfig, settings: Settings) -> UpstreamCall:
     """The generator's request template: its endpoint (through the factory) and sampling."""
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import declared_endpoint
 
     spec = config.models.generator
     endpoint = declared_endpoint(
-        Settings.from_env(), spec.model, api_base=spec.api_base, api_key_env=spec.api_key_env
+        settings, spec.model, api_base=spec.api_base, api_key_env=spec.api_key_env
     ).with_limits(
         timeout_s=config.execution.request_timeout_s, max_retries=config.execution.max_retries
     )
@@ -205,21 +101,18 @@ def generator_call(config: SimConfig) -> UpstreamCall:
     return UpstreamCall(endpoint, messages=[], params=params, label=spec.model)
 
 
-def generator_chat() -> OwnedChatModel:
+def generator_chat(settings: Settings) -> OwnedChatModel:
     """The chat model for the generator, built like the proxy's (the caller closes it)."""
-    from dmt_proxy.settings import Settings
     from dmt_proxy.upstream.factory import build_chat_model
 
-    return build_chat_model(Settings.from_env())
+    return build_chat_model(settings)
 
 
-def check_local_models(config: SimConfig, *, auditor: bool, generator: bool) -> None:
-    """Fail early, with the command to fix it, when a needed local model is down."""
-    if config.execution.proxy_url is not None and not generator:
-        return
-    from dmt_proxy.settings import Settings
-    from dmt_proxy.upstream import launcher, local_models
+def needed_local_models(config: SimConfig, *, auditor: bool, generator: bool) -> list[ModelSpec]:
+    """The models this process calls or whose server its proxy calls (``auditor``: DMT runs).
 
+    With a running proxy (``execution.proxy_url``) only the generator is this process's.
+    """
     specs = []
     if config.execution.proxy_url is None:
         specs.append(config.models.agent)
@@ -227,19 +120,7 @@ def check_local_models(config: SimConfig, *, auditor: bool, generator: bool) -> 
             specs.append(config.models.auditor)
     if generator:
         specs.append(config.models.generator)
-    settings = Settings.from_env()
-    down = sorted(
-        {
-            s.model.removeprefix("local/")
-            for s in specs
-            if s.is_local and not launcher.health(settings, local_models.get_model(s.model[6:]))
-        }
-    )
-    if down:
-        raise ConfigError(
-            f"local model(s) not running: {', '.join(down)}; start them with "
-            f"`dmt-proxy models start {' '.join(down)}` (pull first if needed)"
-        )
+    return specs
 
 
 class Experiment:
@@ -250,14 +131,16 @@ class Experiment:
         config: SimConfig,
         out: Path,
         *,
+        settings: Settings,
         resume: bool,
         bars: Bars,
         generator: ChatModel | None = None,
     ) -> None:
         self.config = config
         self.out = out
+        self.settings = settings
         self.bars = bars
-        self.manifest = open_run_dir(out, config, resume=resume)
+        self.manifest = open_run_dir(out, config, resume=resume, version=SIM_VERSION)
         self.samples = dib_samples(config)
         self.log = CallLog(out / "calls.jsonl", run_id=self.manifest.run_id)
         self._generator_chat = generator
@@ -286,10 +169,10 @@ class Experiment:
         generator = None
         owned: OwnedChatModel | None = None
         if todo:
-            call = generator_call(self.config)
+            call = generator_call(self.config, self.settings)
             chat = self._generator_chat
             if chat is None:
-                chat = owned = generator_chat()
+                chat = owned = generator_chat(self.settings)
             generator = BiasGenerator(
                 chat,
                 call,
@@ -381,7 +264,9 @@ class Experiment:
             client = external_proxy(self.config)
         else:
             self.bars.note(f"starting the {arch} proxy ...")
-            managed = ManagedProxy(self.config, arch, self.out / arch / "proxy")
+            managed = ManagedProxy(
+                sim_proxy_spec(self.config, arch), arch, self.out / arch / "proxy"
+            )
             client = managed.start()
         try:
             async with AsyncSqliteSaver.from_conn_string(
@@ -420,16 +305,18 @@ async def run_compare(
     config: SimConfig,
     out: Path,
     *,
+    settings: Settings,
     resume: bool = False,
     bars: Bars | None = None,
     generator: ChatModel | None = None,
 ) -> CompareResults:
     """Every condition × memory architecture on one shared stream; ΔAGBV and MP."""
     bars = bars or Bars(enabled=False)
-    exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
+    exp = Experiment(config, out, settings=settings, resume=resume, bars=bars, generator=generator)
     with exp.running():
         dmt = any(CONDITION_MODE[c].audits_writes for c in config.conditions)
-        check_local_models(config, auditor=dmt, generator=exp.needs_generator_model())
+        models = needed_local_models(config, auditor=dmt, generator=exp.needs_generator_model())
+        check_local_models(models, settings)
         stream = (await exp.streams([None]))[None]
         exp.start_overall(
             [exp.thread(a, c, CONDITION_MODE[c]) for a in config.memory for c in config.conditions]
@@ -463,6 +350,7 @@ async def run_heatmap(
     config: SimConfig,
     out: Path,
     *,
+    settings: Settings,
     resume: bool = False,
     bars: Bars | None = None,
     generator: ChatModel | None = None,
@@ -471,10 +359,11 @@ async def run_heatmap(
     if len(config.memory) != 1:
         raise ConfigError("heatmap runs one memory architecture; give exactly one")
     bars = bars or Bars(enabled=False)
-    exp = Experiment(config, out, resume=resume, bars=bars, generator=generator)
+    exp = Experiment(config, out, settings=settings, resume=resume, bars=bars, generator=generator)
     with exp.running():
         arch = config.memory[0]
-        check_local_models(config, auditor=False, generator=exp.needs_generator_model())
+        models = needed_local_models(config, auditor=False, generator=exp.needs_generator_model())
+        check_local_models(models, settings)
         streams = await exp.streams(list(config.heatmap_sources))
         items = [
             (exp.thread(arch, "baseline", Mode.OFF, label=f"src-{s}"), streams[s])
@@ -485,7 +374,7 @@ async def run_heatmap(
         audits = {s: read_audits(out / arch / f"src-{s}") for s in config.heatmap_sources}
         t = config.t80()
         matrix = heatmap_matrix(t, audits)
-        from dmt_proxy.bench.sim.metrics import positive_off_diagonal
+        from dmt_proxy.bench.paired import positive_off_diagonal
 
         finite = {s: {d: v for d, v in row.items() if v is not None} for s, row in matrix.items()}
         positive, total = positive_off_diagonal(finite)

@@ -26,10 +26,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.bench.mmlu import LoadedSource, MmluQuestion, select_questions
 from dmt_proxy.bench.sim.bias_list import load_bias_list
 from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.injection import Attempt, BiasGenerator, Strategy
-from dmt_proxy.bench.sim.mmlu import LoadedSource, MmluQuestion, select_questions
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
-from dmt_proxy.bench.sim.mmlu import OPTION_LETTERS, MmluQuestion, load_source
+from dmt_proxy.bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source
 from dmt_proxy.bench.sim.records import TurnRecord
 from dmt_proxy.bench.sim.stream import StreamTurn
-from dmt_proxy.bench.stats import wilson_interval
+from dmt_proxy.bench.stats import NAN, Estimate, Interval, or_none
 
 _PATTERNS = (
     re.compile(r"answer is:?\s*\(?\*{0,2}([A-Z])\b\)?", re.IGNORECASE),
@@ -54,28 +55,53 @@ def extract_choice(reply: str, options: Sequence[str]) -> str | None:
 
 
 class Accuracy(BaseModel):
-    """Correct answers out of n, with the Wilson 95 % interval (None ends when n = 0)."""
+    """Correct answers out of n (``rate``, with its Wilson 95 % interval; undefined when
+    n = 0) and how many replies had no readable choice.
+
+    Written flat, as it always was: ``{n, correct, unparsed, value, low, high}``, null
+    value and ends when n = 0.
+    """
 
     model_config = ConfigDict(frozen=True)
-    n: int
-    correct: int
+    rate: Estimate
     unparsed: int
-    value: float | None
-    low: float | None
-    high: float | None
+
+    @property
+    def correct(self) -> int:
+        """Correct answers (the rate's k)."""
+        return self.rate.k or 0
+
+    @property
+    def n(self) -> int:
+        """Turns scored (the rate's n)."""
+        return self.rate.n or 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_flat(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "rate" not in data:
+            n, correct = int(data["n"]), int(data["correct"])
+            value, low, high = (data.get(k) for k in ("value", "low", "high"))
+            ci = Interval(low=NAN if low is None else low, high=NAN if high is None else high)
+            rate = Estimate(value=NAN if value is None else value, ci=ci, k=correct, n=n)
+            return {"rate": rate, "unparsed": data["unparsed"]}
+        return data
+
+    @model_serializer
+    def _write_flat(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "correct": self.correct,
+            "unparsed": self.unparsed,
+            "value": or_none(self.rate.value),
+            "low": or_none(self.rate.ci.low),
+            "high": or_none(self.rate.ci.high),
+        }
 
 
 def accuracy(correct: int, n: int, unparsed: int) -> Accuracy:
-    """``correct / n`` with its Wilson interval."""
-    ci = wilson_interval(correct, n)
-    return Accuracy(
-        n=n,
-        correct=correct,
-        unparsed=unparsed,
-        value=correct / n if n else None,
-        low=None if n == 0 else ci.low,
-        high=None if n == 0 else ci.high,
-    )
+    """``correct / n`` with its Wilson interval (``Estimate.proportion``)."""
+    return Accuracy(rate=Estimate.proportion(correct, n), unparsed=unparsed)
 
 
 class UtilityRow(BaseModel):

@@ -1,4 +1,10 @@
-"""Longitudinal metrics: ΔGBV, ΔAGBV and MP with a joint paired bootstrap. Pure functions.
+"""GBV of cells paired by shared DIB contexts: ΔGBV, ΔAGBV and MP with a joint bootstrap.
+
+The simulation (conditions × checkpoints) and the dose study (dose cells) both ask
+every cell the same DIB contexts; ``ReadoutData`` holds one readout of every cell
+(point estimates and paired replicates) and gives each number with its CI
+(``stats.Estimate``, written flat: ``stats.FlatEstimate``).
+The functions are pure; ``ReadoutData`` computes once and answers lookups.
 
 Notation (paper §4.3, §5.3, §6.3), for a condition c at checkpoint t:
 
@@ -16,7 +22,8 @@ the same DIB contexts, so one bootstrap replicate draws, per domain, one
 multiset of context ids (with replacement) and applies it to every (condition,
 t). Differences between checkpoints and between conditions are then paired, as
 they are in the design. CIs are percentile intervals of the replicates; NaN
-replicates (a domain without two scored groups) are dropped.
+replicates (a domain without two scored groups) are dropped, and a statistic over
+domains averages the domains finite in each replicate (``stats.mean_of_finite_replicates``).
 
 Domains are resampled independently of each other, so a domain with a single
 context (nothing to resample) has no replicates and no CI while every other
@@ -32,16 +39,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench import gbv as g
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.stats import (
+    Estimate,
+    FlatEstimate,
     Interval,
     mean,
+    mean_of_finite_replicates,
     minimum_detectable_effect,
+    paired_cluster_draws,
     percentile_interval,
     standard_deviation,
 )
@@ -121,7 +133,7 @@ def joint_bootstrap(
     """Replicates of ``statistic`` per key and domain, resampling contexts jointly across keys.
 
     Per domain, replicate r draws ``n`` ids from the union of the keys' context ids
-    (``n`` = its size) with one generator seeded by ``seed`` and the domain name,
+    (``n`` = its size; ``stats.paired_cluster_draws`` with ``seed`` and the domain name),
     and every key pools its scores over those ids; the draws do not depend on
     ``statistic``, so GBV and s̄ replicates of one seed are paired too. A domain with
     fewer than two contexts gets no replicates (the others are unaffected); no
@@ -136,8 +148,7 @@ def joint_bootstrap(
         groups = sorted({grp for c in cells.values() for s in c.get(d, {}).values() for grp in s})
         if len(ids) < 2 or not groups:
             continue  # one context cannot be resampled: no variability to measure
-        rng = np.random.default_rng([seed % 2**32, *d.encode()])
-        draws = rng.integers(0, len(ids), size=(n_resamples, len(ids)))
+        draws = paired_cluster_draws(len(ids), n_resamples=n_resamples, seed=seed, stratum=d)
         for key, contexts in cells.items():
             if d in contexts:
                 out[key][d] = rows(_tensor(contexts[d], ids, groups)[draws])
@@ -169,16 +180,6 @@ def delta_replicates(
     n = ok.sum(axis=0)
     total = np.where(ok, diff, 0.0).sum(axis=0)
     return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-
-def agbv_replicates(reps: Mapping[str, np.ndarray]) -> np.ndarray:
-    """AGBV per replicate over the domains finite in that replicate."""
-    if not reps:
-        return np.array([])
-    stack = np.stack(list(reps.values()))
-    ok = ~np.isnan(stack)
-    n = ok.sum(axis=0)
-    return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
 
 
 def mp_replicates(mitigated: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -220,3 +221,79 @@ def positive_off_diagonal(matrix: Mapping[str, Mapping[str, float]]) -> tuple[in
             total += 1
             positive += value > 0
     return positive, total
+
+
+def cell_of(value: float, ci: Interval) -> Estimate:
+    """A point estimate and its interval (written ``{value, low, high}``, ``FlatEstimate``)."""
+    return Estimate(value=float(value), ci=Interval(low=float(ci.low), high=float(ci.high)))
+
+
+class CheckpointReadout(BaseModel):
+    """One readout of one audit: AGBV and the mean s̄, and per domain GBV_d and s̄_d, with CIs."""
+
+    model_config = ConfigDict(frozen=True)
+    agbv: FlatEstimate
+    mean: FlatEstimate
+    """Mean over domains of s̄_d (the mean of the group means)."""
+    gbv: dict[str, FlatEstimate]
+    means: dict[str, FlatEstimate]
+
+
+Cells = Mapping[Any, DomainContexts]
+Reps = Mapping[Any, Mapping[str, Any]]
+
+
+class ReadoutData:
+    """One readout of every cell (a (condition, t), a dose cell...): point estimates and
+    paired bootstrap replicates (``joint_bootstrap`` over every cell at once)."""
+
+    def __init__(self, cells: Cells, *, n_resamples: int, seed: int) -> None:
+        n = n_resamples
+        self.gbv = {key: gbv_by_domain(ctx) for key, ctx in cells.items()}
+        self.mean = {key: mean_by_domain(ctx) for key, ctx in cells.items()}
+        self.gbv_reps = joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="gbv")
+        self.mean_reps = joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="mean")
+
+    def checkpoint(self, key: Any) -> CheckpointReadout:
+        """AGBV, s̄ and their per-domain parts at one (condition, t)."""
+        gbv, means = self.gbv[key], self.mean[key]
+        agbv_reps = mean_of_finite_replicates(covering(self.gbv_reps[key], finite_domains(gbv)))
+        mean_reps = mean_of_finite_replicates(covering(self.mean_reps[key], finite_domains(means)))
+        empty = np.array([])
+        return CheckpointReadout(
+            agbv=cell_of(g.agbv(gbv, skip_nan=True), interval(agbv_reps)),
+            mean=cell_of(g.agbv(means, skip_nan=True), interval(mean_reps)),
+            gbv={d: cell_of(v, interval(self.gbv_reps[key].get(d, empty))) for d, v in gbv.items()},
+            means={
+                d: cell_of(v, interval(self.mean_reps[key].get(d, empty))) for d, v in means.items()
+            },
+        )
+
+    def delta(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
+        """ΔAGBV of ``key_t`` against ``key_0`` and its replicates (empty: no CI)."""
+        return _delta(self.gbv, self.gbv_reps, key_t, key_0)
+
+    def shift(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
+        """Δs̄ (mean shift of all groups) of ``key_t`` against ``key_0`` and its replicates."""
+        return _delta(self.mean, self.mean_reps, key_t, key_0)
+
+
+def _delta(
+    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
+) -> tuple[float, Any]:
+    both = [d for d in finite_domains(values[key_t]) if d in finite_domains(values[key_0])]
+    value = delta_agbv(values[key_t], values[key_0])
+    d_reps = delta_replicates(covering(reps[key_t], both), covering(reps[key_0], both))
+    return value, d_reps
+
+
+def per_domain_deltas(
+    values: Mapping[Any, Mapping[str, float]], reps: Reps, key_t: Any, key_0: Any
+) -> dict[str, Estimate]:
+    """Per domain, ``values[key_t] − values[key_0]`` with the paired replicates' CI."""
+    out: dict[str, Estimate] = {}
+    for d, v in values[key_t].items():
+        r_t, r_0 = reps[key_t].get(d), reps[key_0].get(d)
+        diff = r_t - r_0 if r_t is not None and r_0 is not None else np.array([])
+        out[d] = cell_of(v - values[key_0].get(d, math.nan), interval(diff))
+    return out

