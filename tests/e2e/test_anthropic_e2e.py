@@ -25,6 +25,8 @@ from tests.proxy_process import ProxyProcess
 from tests.reliability.harness import ADMIN, ADMIN_KEY, admin_memories, wait_outbox_empty
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+GREEDY = {"temperature": 0}
+"""Sent as an extra field: the anthropic SDK 2.x has no ``temperature`` argument."""
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPET = ROOT / "docs" / "snippets" / "anthropic_messages.py"
@@ -73,13 +75,13 @@ def client(proxy: ProxyProcess) -> Any:
 def test_a_message_and_a_stream_each_leave_one_memory(proxy: ProxyProcess) -> None:
     sdk = client(proxy)
     user = {"user_id": f"an-{uuid.uuid4().hex[:8]}"}
-    message = sdk.messages.create(model=MODEL, max_tokens=40, temperature=0, metadata=user,
+    message = sdk.messages.create(model=MODEL, max_tokens=40, metadata=user, extra_body=GREEDY,
                                   system="Answer in one short sentence.",
                                   messages=[{"role": "user", "content": "Name a primary color."}])  # fmt: skip
     text = "".join(b.text for b in message.content if b.type == "text")
     assert text.strip() and message.stop_reason in ("end_turn", "max_tokens")
     assert message.usage.output_tokens > 0 and message.id.startswith("msg_")
-    with sdk.messages.stream(model=MODEL, max_tokens=40, temperature=0, metadata=user,
+    with sdk.messages.stream(model=MODEL, max_tokens=40, metadata=user, extra_body=GREEDY,
                              messages=[{"role": "user", "content": "Name a planet."}]) as stream:  # fmt: skip
         streamed = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -99,7 +101,7 @@ def test_the_model_makes_a_tool_round_trip_and_the_turn_leaves_one_memory(
     user = {"user_id": f"tool-{uuid.uuid4().hex[:8]}"}
     question = "What is the weather in Paris right now? Use the tool."
     messages: list[Any] = [{"role": "user", "content": question}]
-    first = sdk.messages.create(model=MODEL, max_tokens=160, temperature=0, metadata=user,
+    first = sdk.messages.create(model=MODEL, max_tokens=160, metadata=user, extra_body=GREEDY,
                                 tools=[TOOL], messages=messages)  # fmt: skip
     assert first.stop_reason == "tool_use"
     use = next(b for b in first.content if b.type == "tool_use")
@@ -107,7 +109,7 @@ def test_the_model_makes_a_tool_round_trip_and_the_turn_leaves_one_memory(
     messages += [{"role": "assistant", "content": first.content},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
                                                "content": "Paris: 18 C and sunny"}]}]  # fmt: skip
-    with sdk.messages.stream(model=MODEL, max_tokens=160, temperature=0, metadata=user,
+    with sdk.messages.stream(model=MODEL, max_tokens=160, metadata=user, extra_body=GREEDY,
                              tools=[TOOL], messages=messages) as stream:  # fmt: skip
         final = stream.get_final_message()
     answer = "".join(b.text for b in final.content if b.type == "text")
