@@ -446,3 +446,52 @@ async def test_openapi_documents_the_route_with_anthropic_errors(make_env: Any) 
     error = post["responses"]["400"]["content"]["application/json"]["schema"]["$ref"]
     assert doc["components"]["schemas"][error.rsplit("/", 1)[1]]["required"] == ["error"]
     assert "/v1/messages/count_tokens" in doc["paths"]
+
+
+def tool_chunk(index: int, *, id: str | None = None, name: str | None = None,
+               arguments: str = "") -> ChatCompletionChunk:  # fmt: skip
+    call = {"index": index, "function": {"arguments": arguments}}
+    if id is not None:
+        call.update(id=id, type="function")
+        call["function"]["name"] = name  # type: ignore[index]
+    return ChatCompletionChunk.model_validate({"id": "c", "model": "m", "choices": [
+        {"index": 0, "delta": {"tool_calls": [call]}}]})  # fmt: skip
+
+
+async def test_text_then_two_tool_calls_stream_as_three_blocks(make_env: Any) -> None:
+    chunks = [chunk("Let me check."), tool_chunk(0, id="call_a", name="get_weather"),
+              tool_chunk(0, arguments='{"city": "Oslo"}'),
+              tool_chunk(1, id="call_b", name="get_weather", arguments='{"city": "Rome"}'),
+              chunk(None, "tool_calls")]  # fmt: skip
+    env = await make_env(ChunksThenFail(chunks, None))
+    events = parse_sse((await env.http.post("/v1/messages", json=body(
+        stream=True, tools=[TOOL]))).text)  # fmt: skip
+    assert [(e["type"], e.get("index")) for e in events] == [
+        ("message_start", None), ("ping", None),
+        ("content_block_start", 0), ("content_block_delta", 0), ("content_block_stop", 0),
+        ("content_block_start", 1), ("content_block_delta", 1), ("content_block_stop", 1),
+        ("content_block_start", 2), ("content_block_delta", 2), ("content_block_stop", 2),
+        ("message_delta", None), ("message_stop", None)]  # fmt: skip
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [b.get("id") for b in starts] == [None, "call_a", "call_b"]
+    async with env.sdk.messages.stream(model=MODEL, max_tokens=64, tools=[TOOL],
+                                       messages=[{"role": "user", "content": "x"}]) as stream:  # fmt: skip
+        final = await stream.get_final_message()
+    assert [b.type for b in final.content] == ["text", "tool_use", "tool_use"]
+    assert [b.input for b in final.content if b.type == "tool_use"] == [{"city": "Oslo"},
+                                                                        {"city": "Rome"}]  # fmt: skip
+    assert final.stop_reason == "tool_use"
+
+
+async def test_tool_arguments_that_are_not_an_object_are_a_502_naming_the_tool(
+    make_env: Any,
+) -> None:
+    reply = ChatCompletion.model_validate({"id": "c", "model": "m", "choices": [
+        {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "Oslo please"}}]}}]})  # fmt: skip
+    env = await make_env(ScriptedChatModel([reply]))
+    resp = await env.http.post("/v1/messages", json=body(tools=[TOOL]))
+    assert resp.status_code == 502
+    error = ErrorResponse.model_validate(resp.json()).error
+    assert error.type == "api_error" and "get_weather" in error.message
