@@ -1,4 +1,4 @@
-"""A small closed-loop HTTP load generator for OpenAI-compatible chat and Responses endpoints."""
+"""A small closed-loop HTTP load generator for chat, Responses and Anthropic Messages endpoints."""
 
 from __future__ import annotations
 
@@ -45,10 +45,13 @@ async def run_load(
     """Send ``requests`` requests with ``concurrency`` in flight; latency per request.
 
     ``api``: ``chat`` sends a chat-completions body, ``responses`` a Responses body
-    with the same one user message."""
+    and ``messages`` an Anthropic Messages body, with the same one user message."""
     body: dict[str, Any] = {"model": model, "stream": stream}
     if api == "responses":
         body["input"] = "ping"
+    elif api == "messages":
+        body["max_tokens"] = 64  # required by the Messages API; the fake upstream ignores it
+        body["messages"] = [{"role": "user", "content": "ping"}]
     else:
         body["messages"] = [{"role": "user", "content": "ping"}]
     latencies: list[float] = []

@@ -18,6 +18,7 @@ from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
 from dmt_proxy.api.routes_memory import router as memory_router
+from dmt_proxy.api.routes_messages import router as messages_router
 from dmt_proxy.api.routes_responses import router as responses_router
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.memory.assembly import build_memory_service
@@ -94,6 +95,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(chat_router)
     app.include_router(responses_router)
+    app.include_router(messages_router)
     app.include_router(embeddings_router)
     app.include_router(memory_router)
     install_openapi(app)

@@ -9,7 +9,8 @@ clear::
         key_sha256: 9f86d081884c7d65...   # dmt-proxy tenants hash-key <key>
 
 With a tenants file, every ``/v1/chat/completions`` and ``/v1/models`` request must
-carry ``Authorization: Bearer <key>``; the memory scope becomes ``<tenant>/<user>``,
+carry ``Authorization: Bearer <key>`` (or ``x-api-key: <key>``, as the Anthropic SDK
+sends it); the memory scope becomes ``<tenant>/<user>``,
 so two tenants' users never share memories even under the same user name.
 Without a file the proxy is single-tenant and open (bind it to localhost).
 """
@@ -80,14 +81,18 @@ class Tenants:
     def authenticate(self, request: Request) -> str:
         """The tenant of ``request``, or ``Unauthorized``."""
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
-        supplied = hash_key(key.strip()) if scheme.lower() == "bearer" and key.strip() else ""
+        if scheme.lower() != "bearer" or not key.strip():
+            key = request.headers.get("x-api-key", "")  # the Anthropic SDK's header
+        supplied = hash_key(key.strip()) if key.strip() else ""
         found = ""
         # Compare against every entry so the time taken does not depend on which matched.
         for digest, name in self.by_hash.items():
             if hmac.compare_digest(supplied.encode(), digest.encode()):
                 found = name
         if not found:
-            raise Unauthorized("Missing or unknown API key (Authorization: Bearer <key>).")
+            raise Unauthorized(
+                "Missing or unknown API key (Authorization: Bearer <key>, or x-api-key: <key>)."
+            )
         return found
 
 

@@ -10,8 +10,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dmt_proxy.metrics import Metrics
 
-_ROUTES = {"/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/models", "/healthz",
-           "/metrics", "/v1/memories"}  # fmt: skip
+_ROUTES = {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens",
+           "/v1/embeddings", "/v1/models", "/healthz", "/metrics", "/v1/memories"}  # fmt: skip
 
 
 class RequestMiddleware:

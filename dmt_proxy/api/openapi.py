@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
 from dmt_proxy.memory.service import MemoryEntry
+from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
+from dmt_proxy.messages.protocol import MessageObject, MessagesRequest
 from dmt_proxy.openai_types import (
     UNSUPPORTED_PARAMS,
     ChatCompletion,
@@ -34,6 +36,7 @@ from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingResponse
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
 RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
 
 _DESCRIPTIONS = {
     400: "The request is invalid (OpenAI error shape).",
@@ -167,6 +170,41 @@ RESPONSES_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+_MESSAGE_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "description": "The event type (message_start, ...)."},
+        "data": {"type": "string", "description": "The JSON event, with the same 'type'."},
+    },
+}
+
+
+def anthropic_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries documenting ``statuses`` with Anthropic's error shape."""
+    return {s: {"model": AnthropicErrorResponse,
+                "description": _DESCRIPTIONS[s].replace("OpenAI", "Anthropic")}
+            for s in statuses}  # fmt: skip
+
+
+MESSAGES_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": MessageObject,
+        "description": "The Message, or with ``stream: true`` its server-sent events.",
+        "content": {"text/event-stream": {"schema": _MESSAGE_EVENT}},
+    },
+    **anthropic_error_responses(400, 401, 404, 413, 429, 502, 504),
+}
+
+COUNT_TOKENS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {
+        "model": AnthropicErrorResponse,
+        "description": "Always: token counting is not served by dmt-proxy.",
+    },
+    **anthropic_error_responses(401),
+}
+
+
 def _component(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
     """``model``'s schema, its nested models added to ``components``."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -224,6 +262,9 @@ def install_openapi(app: FastAPI) -> None:
             components["ResponsesRequest"] = _component(ResponsesRequest, components)
             doc["paths"][RESPONSES_PATH]["post"]["parameters"] = _CHAT_HEADERS
             doc["paths"][RESPONSES_PATH]["post"]["requestBody"] = _json_body("ResponsesRequest")
+            components["MessagesRequest"] = _component(MessagesRequest, components)
+            doc["paths"][MESSAGES_PATH]["post"]["parameters"] = _CHAT_HEADERS
+            doc["paths"][MESSAGES_PATH]["post"]["requestBody"] = _json_body("MessagesRequest")
             app.openapi_schema = doc
         return app.openapi_schema
 

@@ -19,8 +19,8 @@ from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingRouter
 
 router = APIRouter()
 
-SUPPORTED_ROUTES = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1/embeddings",
-                    "GET /v1/models")  # fmt: skip
+SUPPORTED_ROUTES = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1/messages",
+                    "POST /v1/embeddings", "GET /v1/models")  # fmt: skip
 
 
 def parse_embedding_request(body: bytes) -> EmbeddingRequest:

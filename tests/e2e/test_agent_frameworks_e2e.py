@@ -48,7 +48,7 @@ ANSWER = "Tool result: Paris: 21C and sunny"
 MEMORY = f"User: {QUESTION}\nAssistant: {ANSWER}"
 USER = "alice"
 TOOL_SNIPPETS = ["openai_responses", "openai_chat", "langgraph_agent", "openai_agents",
-                 "openai_agents_chat", "litellm_client"]  # fmt: skip
+                 "openai_agents_chat", "litellm_client", "anthropic_messages"]  # fmt: skip
 
 
 @dataclass
@@ -79,7 +79,8 @@ class Stack:
     def run_snippet(self, name: str) -> str:
         """Run docs/snippets/<name>.py as a user would; its standard output."""
         env = {**os.environ, "OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": "unused",
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
+               "ANTHROPIC_BASE_URL": self.base_url.removesuffix("/v1"),
+               "ANTHROPIC_API_KEY": "unused", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
         done = subprocess.run([sys.executable, str(SNIPPETS / f"{name}.py")], env=env,
                               capture_output=True, text=True, timeout=180, check=False)  # fmt: skip
         assert done.returncode == 0, f"{name} failed:\n{done.stderr[-3000:]}"
