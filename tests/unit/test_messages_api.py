@@ -142,7 +142,7 @@ async def test_text_message_is_an_sdk_message(make_env: Any) -> None:
         "message", "assistant", MODEL, "end_turn")  # fmt: skip
     assert message.id.startswith("msg_") and message.usage.output_tokens == 4
     call = chat.calls[-1]
-    assert call.messages[-2:] == [{"role": "system", "content": "Be brief."},
+    assert call.wire_messages()[-2:] == [{"role": "system", "content": "Be brief."},
                                   {"role": "user", "content": "Say hello"}]  # fmt: skip
     assert {k: call.params[k] for k in ("max_tokens", "temperature", "top_p", "top_k", "stop")} == {
         "max_tokens": 50, "temperature": 0.2, "top_p": 0.9, "top_k": 5, "stop": ["###"]}  # fmt: skip
@@ -214,7 +214,7 @@ async def test_tool_use_stream_and_round_trip_are_one_memory_per_turn(make_env: 
     assert second.content[0].type == "text"
     assert second.content[0].text == "Tool result: Oslo: -3C, snow"
     assert second.stop_reason == "end_turn"
-    sent = chat.calls[-1].messages
+    sent = chat.calls[-1].wire_messages()
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] == use.id
     assert json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == {"city": "Oslo"}
@@ -248,7 +248,7 @@ async def test_non_streamed_tool_round_trip_and_tool_choice(make_env: Any) -> No
                                           "is_error": True,
                                           "content": [{"type": "text", "text": "no station"}]}]}])  # fmt: skip
     assert chat.calls[-1].params["tool_choice"] == "required"
-    sent = chat.calls[-1].messages
+    sent = chat.calls[-1].wire_messages()
     assert sent[-2]["content"] == "Checking." and sent[-2]["tool_calls"][0]["id"] == use.id
     assert sent[-1] == {"role": "tool", "tool_call_id": use.id, "content": "Error: no station"}
     assert second.content[0].type == "text"
@@ -364,7 +364,7 @@ async def test_one_user_cannot_see_another_users_memories(make_env: Any) -> None
     assert await env.memories("eve") == ["User: My cat is Mimi\nAssistant: Noted: your cat is Mimi"]
 
     def prompt() -> str:
-        return json.dumps(chat.calls[-1].messages)
+        return json.dumps(chat.calls[-1].wire_messages())
 
     await env.sdk.messages.create(model=MODEL, max_tokens=20, metadata={"user_id": "mallory"},
                                   messages=[{"role": "user", "content": "What is my cat?"}])  # fmt: skip
