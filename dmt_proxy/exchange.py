@@ -13,15 +13,7 @@ from typing import Protocol
 
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.policy import Mode
-from dmt_proxy.turns import Retrieval, RetrievalOutcome
-
-
-class MemoryAccess(str, Enum):
-    """What a request may do with memory (header ``X-DMT-Memory``)."""
-
-    READ_WRITE = "read-write"
-    READ_ONLY = "read-only"
-    OFF = "off"
+from dmt_proxy.turns import MemoryAccess, Retrieval, RetrievalOutcome
 
 
 class WriteStatus(str, Enum):

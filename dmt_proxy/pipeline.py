@@ -31,12 +31,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
-from dmt_proxy.exchange import Exchange, MemoryAccess, MemoryService, RequestContext, WriteStatus
+from dmt_proxy.exchange import Exchange, MemoryService, RequestContext, WriteStatus
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.turns import (
+    MemoryAccess,
     RetrievalOutcome,
     RetrievalStatus,
     Turn,

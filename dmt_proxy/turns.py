@@ -27,17 +27,22 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dmt_proxy.openai_types import ChatMessage
-
-if TYPE_CHECKING:  # exchange imports this module; the access is only named here
-    from dmt_proxy.exchange import MemoryAccess
 
 DEFAULT_TTL_S = 600.0
 """How long a turn's retrieval is reused: longer than any tool loop of a local model."""
 DEFAULT_MAX_TURNS = 4096
 """Turns remembered at once (each entry holds one rendered memory block)."""
+
+
+class MemoryAccess(str, Enum):
+    """What a request may do with memory (header ``X-DMT-Memory``)."""
+
+    READ_WRITE = "read-write"
+    READ_ONLY = "read-only"
+    OFF = "off"
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ from pydantic import ValidationError
 from dmt_proxy.api.auth import Tenants, scoped_user
 from dmt_proxy.api.bodies import read_body
 from dmt_proxy.errors import InvalidRequest
-from dmt_proxy.exchange import MemoryAccess, RequestContext
+from dmt_proxy.exchange import RequestContext
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.policy import Mode
+from dmt_proxy.turns import MemoryAccess
 
 Body = TypeVar("Body")
 

@@ -20,9 +20,9 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from dmt_proxy.errors import RequestError, UpstreamError
-from dmt_proxy.exchange import MemoryAccess, MemoryOutcome, RequestContext, WriteStatus
+from dmt_proxy.exchange import MemoryOutcome, RequestContext, WriteStatus
 from dmt_proxy.openai_types import ChatCompletionChunk
-from dmt_proxy.turns import RetrievalOutcome, RetrievalStatus
+from dmt_proxy.turns import MemoryAccess, RetrievalOutcome, RetrievalStatus
 
 NO_USER_NOTE = "none; no user (set the 'user' field or X-DMT-User)"
 """``x-dmt-memory`` of a request that names no user."""

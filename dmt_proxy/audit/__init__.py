@@ -1,7 +1,7 @@
 """Write-time judging of memories (Dynamic Memory Tagging, paper §6.2): a candidate in, a verdict out.
 
 ``Auditor`` (``dmt_proxy.audit.protocol``) is the seam; ``AuditCandidate``,
-``AuditVerdict`` and ``AuditVerdict.decide(policy)`` (clean / tagged / quarantined /
+``AuditVerdict`` and ``decide(verdict, policy)`` (``dmt_proxy.audit.decision``) (clean / tagged / quarantined /
 failed) are in ``dmt_proxy.audit.schema``. ``LLMAuditor`` (``dmt_proxy.audit.auditor``)
 is the real auditor (the shipped fake, ``ScriptedAuditor``, is in
 ``dmt_proxy.testing.auditor``); ``dmt_proxy.audit.stages`` wraps any auditor in

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
-from dmt_proxy.audit.decision import as_bias_type
 from dmt_proxy.audit.logprob import (
     DOMAIN_WORDS,
     TOP_LOGPROBS,
@@ -54,6 +53,7 @@ from dmt_proxy.audit.parsing import VerdictInvalid, parse_verdict, response_form
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.registry import AuditorConfig, ContractEnv, register_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.audit.vote import as_bias_type
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy, VerdictMode

@@ -3,7 +3,7 @@
 A verdict is built only from a reply that ``dmt_proxy.audit.parsing`` parsed and
 checked against the verdict schema. What the memory then becomes (clean / tagged /
 quarantined / disputed / failed) is decided in ``dmt_proxy.audit.decision``
-(``AuditVerdict.decide(policy)``). Findings of the normalisation step and the
+(``decide(verdict, policy)``). Findings of the normalisation step and the
 embedding first stage's opinion ride on the verdict (``findings``, ``first_stage``).
 """
 
@@ -13,13 +13,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dmt_proxy.audit.decision import (
-    DOMAIN_VOTE_LLM_WEIGHT,
-    AuditDecision,
-    as_bias_type,
-    combine_domains,
-    decide,
-)
+from dmt_proxy.audit.vote import DOMAIN_VOTE_LLM_WEIGHT, as_bias_type, combine_domains
 from dmt_proxy.domains import BiasType
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import BiasTag, Finding, FindingKind
@@ -195,7 +189,3 @@ class AuditVerdict(BaseModel):
             DOMAIN_VOTE_LLM_WEIGHT if self.llm_domain_weight is None else self.llm_domain_weight
         )
         return as_bias_type(combine_domains(self.domain_probs, llm_type, first, llm_weight=weight))
-
-    def decide(self, policy: AuditPolicy) -> AuditDecision:
-        """Apply tau, the second judge, the findings and the action (``audit.decision.decide``)."""
-        return decide(self, policy)

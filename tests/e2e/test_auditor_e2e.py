@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from dmt_proxy.audit.auditor import LLMAuditor
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.parsing import parse_verdict
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate
 from dmt_proxy.audit.stages import build_audit_pipeline
@@ -58,7 +59,7 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
     auditor = build_audit_pipeline(full, registry, chat, metrics=metrics, auditor=llm)
 
     biased = await auditor.audit(AuditCandidate(text=BIASED))
-    decision = biased.decide(policy)
+    decision = decide(biased, policy)
     if decision.status is AuditStatus.FAILED:
         assert biased.failure_reason, "a failed verdict must carry its reason"
     else:
@@ -85,7 +86,7 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
         )
 
     neutral = await auditor.audit(AuditCandidate(text=NEUTRAL))
-    assert neutral.decide(policy).status is AuditStatus.CLEAN, neutral
+    assert decide(neutral, policy).status is AuditStatus.CLEAN, neutral
     # The stereotype went to the LLM; the plain question may be decided by the first
     # stage alone, without an LLM call.
     assert biased.auditor != FIRST_STAGE_LABEL, biased

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.logprob import load_calibration
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
@@ -144,12 +145,12 @@ def rate(k: int, n: int) -> float:
 
 def flagged(verdict: AuditVerdict, policy: AuditPolicy) -> bool:
     """The memory is shown with a tag: tagged, quarantined, dropped or disputed."""
-    return verdict.decide(policy).outcome in ("tagged", "disputed")
+    return decide(verdict, policy).outcome in ("tagged", "disputed")
 
 
 def judge_verdict(key: str, verdict: AuditVerdict, policy: AuditPolicy) -> Judged:
     """One text's verdict as the report counts it."""
-    decision = verdict.decide(policy)
+    decision = decide(verdict, policy)
     tag = decision.tag
     shown = decision.outcome in ("tagged", "disputed")
     return Judged(

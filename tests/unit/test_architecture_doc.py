@@ -48,10 +48,16 @@ SHARED_SERVICE_MODULES = frozenset(
 )
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 AUDIT_SEAM = frozenset(
-    {"dmt_proxy.audit.protocol", "dmt_proxy.audit.schema", "dmt_proxy.audit.decision"}
+    {
+        "dmt_proxy.audit.protocol",
+        "dmt_proxy.audit.schema",
+        "dmt_proxy.audit.vote",
+        "dmt_proxy.audit.decision",
+    }
 )
 """What of ``audit/`` the memory side may import: the ``Auditor`` protocol, the verdict
-types and the policy decision on a verdict (a pure function of plain types)."""
+types (with the judges' domain vote they use) and the policy decision on a verdict (pure
+functions of plain types)."""
 AUDIT_COMPOSITION = frozenset({("dmt_proxy.memory.assembly", "dmt_proxy.audit.stages")})
 """The one place the memory side builds the audit pipeline (named on the page)."""
 

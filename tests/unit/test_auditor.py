@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, VerdictStatus
 from dmt_proxy.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
@@ -86,7 +87,7 @@ async def test_invalid_twice_gives_a_failed_verdict_with_the_reason_not_an_excep
     assert "not valid JSON" in verdict.failure_reason  # the first reply's problem
     assert verdict.raw_reply == '{"score": 2}'
     assert not verdict.bias_detected
-    assert verdict.decide(AuditPolicy()).status.value == "failed"
+    assert decide(verdict, AuditPolicy()).status.value == "failed"
     assert len(chat.calls) == 2
 
 

@@ -24,6 +24,7 @@ import jsonschema
 import pytest
 
 from dmt_proxy.audit.auditor import LLMAuditor
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.parsing import verdict_schema
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.audit.registry import (
@@ -118,7 +119,7 @@ async def test_a_candidate_gives_a_valid_verdict_or_an_explicit_failure(
     verdict = await auditor.audit(candidate)
     assert isinstance(verdict, AuditVerdict)
     assert verdict.auditor, "a verdict names the auditor that produced it"
-    decision = verdict.decide(AuditPolicy())
+    decision = decide(verdict, AuditPolicy())
     if verdict.status is VerdictStatus.FAILED:
         assert verdict.failure_reason
         assert decision.status is AuditStatus.FAILED and decision.tag is None

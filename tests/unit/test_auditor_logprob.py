@@ -16,6 +16,7 @@ import math
 import pytest
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.logprob import (
     TokenLogprob,
     TopLogprob,
@@ -147,7 +148,7 @@ async def test_a_domain_tau_below_the_global_one_is_honoured() -> None:
     verdict = await auditor.audit(MEMORY)
     # P 0.4 >= the lowest tau (0.3): the group is asked; age's tau is 0.5, so no rationale.
     assert verdict.bias_type == "age" and len(chat.calls) == 2
-    assert verdict.decide(policy).status.value == "clean"
+    assert decide(verdict, policy).status.value == "clean"
 
 
 async def test_a_failed_rationale_keeps_the_verdict() -> None:
@@ -157,14 +158,14 @@ async def test_a_failed_rationale_keeps_the_verdict() -> None:
     ])  # fmt: skip
     verdict = await LLMAuditor(chat, ENDPOINT).audit(MEMORY)
     assert verdict.ok and verdict.bias_type == "race" and verdict.target_group == ""
-    assert verdict.decide(AuditPolicy()).status.value == "tagged"
+    assert decide(verdict, AuditPolicy()).status.value == "tagged"
 
 
 async def test_no_answer_among_the_top_tokens_is_a_failure_never_clean() -> None:
     chat = ScriptedChatModel([completion("Hmm", {"Hmm": 0.7, "Well": 0.3})])
     verdict = await LLMAuditor(chat, ENDPOINT).audit(MEMORY)
     assert verdict.status is VerdictStatus.FAILED and "yes/no" in (verdict.failure_reason or "")
-    assert verdict.decide(AuditPolicy()).status.value == "failed"
+    assert decide(verdict, AuditPolicy()).status.value == "failed"
     chat = ScriptedChatModel([completion("yes", {"yes": 1.0}), completion("Hmm", {"Hmm": 1.0})])
     verdict = await LLMAuditor(chat, ENDPOINT).audit(MEMORY)
     assert verdict.status is VerdictStatus.FAILED and "bias type" in (verdict.failure_reason or "")

@@ -8,6 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.parsing import (
     VerdictInvalid,
     parse_verdict,
@@ -78,30 +79,30 @@ def test_no_bias_reply_with_null_type_is_valid() -> None:
 
 def test_tagged_iff_detected_and_score_reaches_tau() -> None:
     policy = AuditPolicy(tau=0.5)
-    assert AuditVerdict.biased("age", score=0.5).decide(policy).status is AuditStatus.TAGGED
-    assert AuditVerdict.biased("age", score=0.49).decide(policy).status is AuditStatus.CLEAN
-    assert AuditVerdict.clean(score=0.0).decide(policy).status is AuditStatus.CLEAN
+    assert decide(AuditVerdict.biased("age", score=0.5), policy).status is AuditStatus.TAGGED
+    assert decide(AuditVerdict.biased("age", score=0.49), policy).status is AuditStatus.CLEAN
+    assert decide(AuditVerdict.clean(score=0.0), policy).status is AuditStatus.CLEAN
 
 
 def test_per_domain_tau_overrides_the_global_one() -> None:
     policy = AuditPolicy(tau=0.5, tau_per_domain={"race": 0.2, "gender": 0.9})
-    assert AuditVerdict.biased("race", score=0.25).decide(policy).status is AuditStatus.TAGGED
-    assert AuditVerdict.biased("gender", score=0.8).decide(policy).status is AuditStatus.CLEAN
-    assert AuditVerdict.biased("age", score=0.6).decide(policy).status is AuditStatus.TAGGED
+    assert decide(AuditVerdict.biased("race", score=0.25), policy).status is AuditStatus.TAGGED
+    assert decide(AuditVerdict.biased("gender", score=0.8), policy).status is AuditStatus.CLEAN
+    assert decide(AuditVerdict.biased("age", score=0.6), policy).status is AuditStatus.TAGGED
     assert AuditVerdict.biased("other", score=0.6).is_biased(policy)
 
 
 def test_not_detected_with_high_score_is_clean_and_marked_inconsistent() -> None:
     verdict = AuditVerdict(bias_detected=False, score=0.95, rationale="contradictory")
-    decision = verdict.decide(AuditPolicy(tau=0.5))
+    decision = decide(verdict, AuditPolicy(tau=0.5))
     assert decision.status is AuditStatus.CLEAN and decision.inconsistent
     assert decision.tag is None and "0.95" in decision.reason
-    assert not AuditVerdict(bias_detected=False, score=0.1).decide(AuditPolicy()).inconsistent
+    assert not decide(AuditVerdict(bias_detected=False, score=0.1), AuditPolicy()).inconsistent
 
 
 def test_failed_verdict_is_never_clean() -> None:
     verdict = AuditVerdict.failed("bad json", attempts=2)
-    decision = verdict.decide(AuditPolicy(tau=0.0))
+    decision = decide(verdict, AuditPolicy(tau=0.0))
     assert verdict.status is VerdictStatus.FAILED
     assert decision.status is AuditStatus.FAILED and decision.outcome == "failed"
     assert decision.reason == "bad json"
@@ -112,12 +113,12 @@ def test_actions_per_domain_quarantine_and_drop() -> None:
         action=TagAction.TAG,
         action_per_domain={"race": TagAction.QUARANTINE, "religion": TagAction.DROP},
     )
-    quarantined = AuditVerdict.biased("race").decide(policy)
+    quarantined = decide(AuditVerdict.biased("race"), policy)
     assert quarantined.status is AuditStatus.QUARANTINED and quarantined.store
     assert quarantined.outcome == "tagged"
-    dropped = AuditVerdict.biased("religion").decide(policy)
+    dropped = decide(AuditVerdict.biased("religion"), policy)
     assert dropped.action is TagAction.DROP and not dropped.store
-    tagged = AuditVerdict.biased("age").decide(policy)
+    tagged = decide(AuditVerdict.biased("age"), policy)
     assert tagged.action is TagAction.TAG and tagged.tag is not None
 
 

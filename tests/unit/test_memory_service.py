@@ -22,7 +22,7 @@ import pytest
 import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.protocol import AuditorUnavailable
-from dmt_proxy.exchange import Exchange, MemoryAccess, RequestContext
+from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
@@ -33,6 +33,7 @@ from dmt_proxy.policy import Mode, Policy, parse_policy
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
+from dmt_proxy.turns import MemoryAccess
 from dmt_proxy.upstream.base import ModelEndpoint
 from tests.unit.test_architecture_doc import AUDIT_SEAM
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.normalize import PLACEHOLDERS, excerpt, normalize_memory
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
@@ -145,8 +146,8 @@ CUT = Finding(kind=FindingKind.EXCERPT, rule="bounded_excerpt", detail="audited 
 
 
 def test_manipulation_tags_a_clean_verdict_without_naming_a_bias() -> None:
-    decision = (
-        AuditVerdict.clean().model_copy(update={"findings": (MANIPULATION,)}).decide(AuditPolicy())
+    decision = decide(
+        AuditVerdict.clean().model_copy(update={"findings": (MANIPULATION,)}), AuditPolicy()
     )
     assert decision.status is AuditStatus.TAGGED and decision.outcome == "tagged"
     assert decision.tag is not None and decision.tag.bias_type is None
@@ -156,24 +157,24 @@ def test_manipulation_tags_a_clean_verdict_without_naming_a_bias() -> None:
 
 def test_manipulation_follows_the_policy_action() -> None:
     verdict = AuditVerdict.clean().model_copy(update={"findings": (MANIPULATION,)})
-    decision = verdict.decide(AuditPolicy(action=TagAction.QUARANTINE))
+    decision = decide(verdict, AuditPolicy(action=TagAction.QUARANTINE))
     assert decision.status is AuditStatus.QUARANTINED
 
 
 def test_a_biased_verdict_keeps_its_findings_and_a_failed_one_stays_failed() -> None:
     biased = AuditVerdict.biased("age", score=0.9).model_copy(update={"findings": (MANIPULATION,)})
-    decision = biased.decide(AuditPolicy())
+    decision = decide(biased, AuditPolicy())
     assert (
         decision.tag is not None and decision.tag.bias_type == "age" and decision.tag.manipulation
     )
     failed = AuditVerdict.failed("bad json").model_copy(update={"findings": (MANIPULATION,)})
-    decision = failed.decide(AuditPolicy())
+    decision = decide(failed, AuditPolicy())
     assert decision.status is AuditStatus.FAILED and decision.tag is not None
     assert decision.tag.manipulation
 
 
 def test_an_excerpt_is_stated_on_a_clean_memory() -> None:
-    decision = AuditVerdict.clean().model_copy(update={"findings": (CUT,)}).decide(AuditPolicy())
+    decision = decide(AuditVerdict.clean().model_copy(update={"findings": (CUT,)}), AuditPolicy())
     assert decision.status is AuditStatus.CLEAN and decision.outcome == "clean"
     assert decision.tag is not None and decision.tag.excerpt == "audited characters 1-2"
 
@@ -194,7 +195,7 @@ async def test_staged_auditor_shows_the_judge_normalised_text_and_adds_findings(
     verdict = await staged.audit(AuditCandidate(text=attack.text))
     seen = judge.calls[0].text
     assert '"bias_detected"' not in seen and PLACEHOLDERS["verdict_imitation"] in seen
-    assert verdict.manipulation and verdict.decide(AuditPolicy()).status is AuditStatus.TAGGED
+    assert verdict.manipulation and decide(verdict, AuditPolicy()).status is AuditStatus.TAGGED
 
 
 async def test_staged_auditor_bounds_an_oversized_memory() -> None:
@@ -202,7 +203,7 @@ async def test_staged_auditor_bounds_an_oversized_memory() -> None:
     staged = StagedAuditor(judge, max_chars=1000)
     verdict = await staged.audit(AuditCandidate(text="word " * 2000))
     assert len(judge.calls[0].text) < 1100
-    decision = verdict.decide(AuditPolicy())
+    decision = decide(verdict, AuditPolicy())
     assert decision.status is AuditStatus.CLEAN and decision.tag is not None
     assert decision.tag.excerpt.startswith("audited characters 1-666 and")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.decision import combine_domains
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
 from dmt_proxy.audit.schema import (
     AuditCandidate,
@@ -19,6 +19,7 @@ from dmt_proxy.audit.schema import (
     FirstStageOpinion,
 )
 from dmt_proxy.audit.stages import StagedAuditor
+from dmt_proxy.audit.vote import combine_domains
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.base import Scope
@@ -57,7 +58,7 @@ def test_llm_clean_but_classifier_sure_is_disputed() -> None:
     verdict = AuditVerdict.clean(score=0.1, auditor="m@p").model_copy(
         update={"first_stage": opinion(0.99, race=0.8, ses=0.2)}
     )
-    decision = verdict.decide(AuditPolicy(action=TagAction.QUARANTINE))
+    decision = decide(verdict, AuditPolicy(action=TagAction.QUARANTINE))
     assert decision.status is AuditStatus.DISPUTED and decision.outcome == "disputed"
     assert decision.store and decision.action is TagAction.TAG  # never quarantined on one word
     assert decision.tag is not None and decision.tag.bias_type == "race"
@@ -67,7 +68,7 @@ def test_llm_clean_but_classifier_sure_is_disputed() -> None:
 
 def test_llm_biased_but_classifier_sure_clean_is_disputed() -> None:
     verdict = AuditVerdict.biased("age", score=0.9).model_copy(update={"first_stage": opinion(0.2)})
-    decision = verdict.decide(AuditPolicy())
+    decision = decide(verdict, AuditPolicy())
     assert decision.status is AuditStatus.DISPUTED and decision.tag is not None
     assert decision.tag.bias_type == "age"
 
@@ -80,17 +81,17 @@ def test_agreement_or_an_unsure_classifier_keeps_the_llm_verdict() -> None:
             "domain_probs": {"disability": 0.4, "race": 0.6},
         }
     )
-    decision = biased.decide(policy)
+    decision = decide(biased, policy)
     assert decision.status is AuditStatus.TAGGED and decision.tag is not None
     assert decision.tag.bias_type == "race"  # the combined vote, not the LLM's argmax alone
     assert decision.tag.first_stage_score == 0.99
     clean = AuditVerdict.clean().model_copy(update={"first_stage": opinion(0.9, race=1.0)})
-    assert clean.decide(policy).status is AuditStatus.CLEAN  # 0.9 < confident_bias 0.98
+    assert decide(clean, policy).status is AuditStatus.CLEAN  # 0.9 < confident_bias 0.98
     no_levels = FirstStageOpinion(score=1.0, threshold=0.28, method="similarity")
     unsure = AuditVerdict.clean().model_copy(update={"first_stage": no_levels})
-    assert unsure.decide(policy).status is AuditStatus.CLEAN
+    assert decide(unsure, policy).status is AuditStatus.CLEAN
     failed = AuditVerdict.failed("bad").model_copy(update={"first_stage": opinion(0.99, race=1.0)})
-    assert failed.decide(policy).status is AuditStatus.FAILED  # a failure is never hidden
+    assert decide(failed, policy).status is AuditStatus.FAILED  # a failure is never hidden
 
 
 def test_shipped_classifier_has_a_domain_head_and_confidence_levels() -> None:
@@ -178,7 +179,7 @@ async def test_replayed_pipeline_equals_the_live_pipeline(stage: EmbeddingFirstS
     policy = AuditPolicy()
     for item, verdict, result in zip(items, live_verdicts, replayed, strict=True):
         assert result.verdict is not None
-        replayed_decision, live_decision = result.verdict.decide(policy), verdict.decide(policy)
+        replayed_decision, live_decision = decide(result.verdict, policy), decide(verdict, policy)
         assert replayed_decision.status == live_decision.status, item.id
         assert (replayed_decision.tag is None) == (live_decision.tag is None)
         if replayed_decision.tag is not None and live_decision.tag is not None:

@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dmt_proxy.audit.decision import DOMAIN_VOTE_LLM_WEIGHT, combine_domains
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION
 from dmt_proxy.audit.logprob import (
     CALIBRATION_VERSION,
@@ -35,6 +34,7 @@ from dmt_proxy.audit.logprob import (
     calibration_key,
     load_calibration,
 )
+from dmt_proxy.audit.vote import DOMAIN_VOTE_LLM_WEIGHT, combine_domains
 from dmt_proxy.bench.fit import fit_fusion, fit_platt
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
@@ -53,7 +54,7 @@ class ItemResult(BaseModel):
         if not v.ok:
             update = {"outcome": "failed", "attempts": v.attempts, "reason": v.failure_reason}
             return base.model_copy(update=update)
-        decision = v.decide(policy)
+        decision = decide(v, policy)
         forced = decision.status is AuditStatus.DISPUTED or v.manipulation
         voted = decision.tag.bias_type if decision.tag is not None else None
         return base.model_copy(update={
@@ -72,7 +73,7 @@ def _describe(result: ItemResult, tau: float) -> str:
         return f"ERROR {result.error}"[:120]
     if not v.ok:
         return f"FAILED {v.failure_reason}"[:120]
-    status = v.decide(AuditPolicy(tau=tau)).status.value
+    status = decide(v, AuditPolicy(tau=tau)).status.value
     return f"{status} ({v.bias_type or '-'} {v.score:.2f})"
 
 

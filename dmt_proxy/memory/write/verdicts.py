@@ -1,6 +1,6 @@
 """Storing a verdict: the one place a verdict becomes a memory's status and tag.
 
-``AuditVerdict.decide(policy)`` is called here and nowhere else on the write path:
+``decide(verdict, policy)`` (``dmt_proxy.audit.decision``) is called here and nowhere else on the write path:
 the outbox worker and ``audit-backfill`` both hand a verdict to ``store_verdict``,
 which decides once and updates (or, for a dropped memory, deletes) the stored
 record. The caller counts what the decision says (the worker's metrics); the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from dmt_proxy.audit.decision import AuditDecision
+from dmt_proxy.audit.decision import AuditDecision, decide
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.policy import AuditPolicy
@@ -28,7 +28,7 @@ async def store_verdict(
     Returns the decision once the backend has it; a backend failure raises (the
     caller retries, and the same verdict is decided the same way again).
     """
-    decision = verdict.decide(policy)
+    decision = decide(verdict, policy)
     if decision.inconsistent:  # a contradictory verdict, decided clean: worth a line in the log
         log.info("memory %s (auditor %s): %s", memory_id, verdict.auditor, decision.reason)
     if decision.store:
