@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,7 @@ from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
 from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.api.routes_responses import router as responses_router
+from dmt_proxy.api.routes_review import router as review_router
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.memory.assembly import build_memory_service
 from dmt_proxy.memory.base import MemoryBackend
@@ -96,6 +98,8 @@ def create_app(
     app.include_router(responses_router)
     app.include_router(embeddings_router)
     app.include_router(memory_router)
+    app.include_router(review_router)
+    app.state.console_secret = secrets.token_bytes(32)  # signs console sessions (review_auth)
     install_openapi(app)
 
     @app.get("/healthz", responses={200: {"model": Health}})

@@ -24,9 +24,11 @@ from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.registry import open_policy_backend
+from dmt_proxy.memory.review import ReviewService
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.memory.write.backfill import DEFAULT_STATUSES, BackfillReport, backfill
 from dmt_proxy.memory.write.outbox import Outbox, SqliteOutbox
+from dmt_proxy.memory.write.trail import SqliteTrail, Trail
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Policy
@@ -92,18 +94,34 @@ async def build_memory_service(
     except BaseException:
         await backend.close()
         raise
+    trail = build_trail(settings, policy)
+    # Normalisation and the first stage wrap any auditor, an injected one included.
+    pipeline = build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor)
     worker = OutboxWorker(
         outbox=outbox,
         backend=backend,
         backend_name=name,
-        # Normalisation and the first stage wrap any auditor, an injected one included.
-        auditor=build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor),
+        auditor=pipeline,
         policy=policy.audit,
         metrics=metrics,
+        trail=trail,
     )
-    return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
-                                policy=policy, metrics=metrics,
-                                run_worker=settings.worker)  # fmt: skip
+    service = DurableMemoryService(backend=backend, backend_name=name, outbox=outbox,
+                                   worker=worker, policy=policy, metrics=metrics,
+                                   run_worker=settings.worker, trail=trail)  # fmt: skip
+    service.review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
+                                   auditor=pipeline, instruction=service.instruction)  # fmt: skip
+    return service
+
+
+def build_trail(settings: Settings, policy: Policy) -> Trail:
+    """The review trail: a table in the SQLite outbox file under the state directory (with
+    the PostgreSQL outbox, a file of its own there: the trail is not shared yet)."""
+    kind = settings.outbox
+    if kind == "auto":
+        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
+    name = "outbox.sqlite3" if kind == "sqlite" else "review_trail.sqlite3"
+    return SqliteTrail(settings.state_dir / name)
 
 
 async def backfill_store(
