@@ -17,6 +17,7 @@ from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
+from dmt_proxy.api.routes_console import router as console_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
 from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.api.routes_responses import router as responses_router
@@ -99,6 +100,7 @@ def create_app(
     app.include_router(embeddings_router)
     app.include_router(memory_router)
     app.include_router(review_router)
+    app.include_router(console_router)
     app.state.console_secret = secrets.token_bytes(32)  # signs console sessions (review_auth)
     install_openapi(app)
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
@@ -369,8 +369,8 @@ class ReviewService:
         full = reviewer.scoped(user)
         try:
             scope = Scope(user=full)
-        except ValueError as exc:
-            raise RequestError(f"Invalid user: {exc.errors()[0]['msg']}.", param="user") from None  # type: ignore[attr-defined]
+        except ValidationError as exc:
+            raise RequestError(f"Invalid user: {exc.errors()[0]['msg']}.", param="user") from None
         records = sorted(await self.backend.list(scope), key=lambda r: (r.created_at, r.id))
         shown = [RenderItem(r.text, r.created_at, r.audit_status, r.tag)
                  for r in records if not r.quarantined]  # fmt: skip
