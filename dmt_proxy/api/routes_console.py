@@ -50,7 +50,8 @@ SECURITY_HEADERS = {
     ),
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # Not no-referrer: with it the browser sends "Origin: null", which the CSRF check refuses.
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
