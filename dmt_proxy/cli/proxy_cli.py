@@ -76,7 +76,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from dmt_proxy.cli.demo import DemoOptions, run_demo
 
     options = DemoOptions(model=args.model, user=args.user, audit_timeout_s=args.audit_timeout,
-                          contrast=not args.no_contrast)  # fmt: skip
+                          contrast=not args.no_contrast, console=args.console)  # fmt: skip
     return run_demo(settings, options)
 
 
@@ -184,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-contrast", action="store_true",
         help="skip asking the later question again in mode off",
+    )  # fmt: skip
+    demo.add_argument(
+        "--console", action="store_true",
+        help="afterwards keep the proxy up and print its review console's URL (until Ctrl-C)",
     )  # fmt: skip
     demo.set_defaults(func=cmd_demo)
     return parser

@@ -152,8 +152,12 @@ async def backfill_store(
         try:
             chosen = list(users) or await _all_users(backend, policy.memory.backend)
             auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
-            return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
-                                  progress=progress)  # fmt: skip
+            trail = build_trail(settings, policy)
+            try:
+                return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
+                                      progress=progress, trail=trail)  # fmt: skip
+            finally:
+                await trail.aclose()
         finally:
             await backend.close()
     finally:

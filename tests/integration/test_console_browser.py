@@ -13,10 +13,7 @@ refreshes the ones the README shows).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -34,18 +31,15 @@ from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
+from tests.browser import chromium, have_browser, shot
+from tests.browser import sign_in as browser_sign_in
 from tests.unit.test_review import judge
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(
-        not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()) and not os.environ.get("CI"),
-        reason="no chromium/chromedriver: run scripts/install_browser.sh",
-    ),
+    pytest.mark.skipif(not have_browser(), reason="no chromium: run scripts/install_browser.sh"),
 ]
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -101,41 +95,12 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    profile = tempfile.mkdtemp(prefix="dmt-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1360,900",
-                 f"--user-data-dir={profile}"):  # fmt: skip
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.implicitly_wait(5)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def shot(driver: Any, name: str) -> None:
-    target = os.environ.get("DMT_CONSOLE_SCREENSHOTS")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(Path(target) / f"{name}.png"))
 
 
 def sign_in(driver: Any, live: Live) -> None:
-    driver.get(live.url + "/console/queue")
-    assert driver.current_url.endswith("/console/login")
-    shot(driver, "login")
-    driver.find_element(By.ID, "name").send_keys("rita")
-    driver.find_element(By.ID, "key").send_keys("admin-key")
-    driver.find_element(By.ID, "sign-in").click()
-    WebDriverWait(driver, 10).until(
-        lambda d: d.current_url.rstrip("/").endswith("/console"),
-        message=f"{driver.current_url}: {driver.page_source[-600:]}",
-    )
+    browser_sign_in(driver, live.url, "admin-key", "rita")
 
 
 def block_entries(block: str) -> list[dict[str, Any]]:

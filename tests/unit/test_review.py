@@ -24,7 +24,13 @@ from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, FirstStageOpinion
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.in_memory import InMemoryBackend
-from dmt_proxy.memory.review import Evidence, Reviewer, ReviewRequest, ReviewService
+from dmt_proxy.memory.review import (
+    Evidence,
+    ReviewAction,
+    Reviewer,
+    ReviewRequest,
+    ReviewService,
+)
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.trail import MemoryTrail, SqliteTrail
 from dmt_proxy.memory.write.worker import OutboxWorker
@@ -203,7 +209,9 @@ async def test_worker_never_overwrites_a_human_verdict(tmp_path: Path) -> None:
     await worker.process(item)  # stored pending; the auditor is down: rescheduled
     record = await backend.get(Scope(user="u"), mid)
     assert record is not None and record.audit_status is AuditStatus.PENDING
-    await review.review(mid, ReviewRequest(action="confirm", domain="gender"), Reviewer(name="r"))  # type: ignore[arg-type]
+    await review.review(
+        mid, ReviewRequest(action=ReviewAction.CONFIRM, domain="gender"), Reviewer(name="r")
+    )
     (item,) = await outbox.pending()
     await worker.process(item)  # the auditor would say age; the human said gender
     record = await backend.get(Scope(user="u"), mid)
@@ -257,3 +265,28 @@ async def test_who_may_review(tmp_path: Path) -> None:
         everything = (await c.get("/v1/reviews/queue", headers=ADMIN)).json()["data"]
         assert [i["id"] for i in everything] == [globex]
         assert json.dumps(everything).count("acme") == 0
+
+
+async def test_backfill_leaves_a_human_verdict_alone(tmp_path: Path) -> None:
+    from dmt_proxy.memory.base import MemoryRecord
+    from dmt_proxy.memory.write.backfill import backfill
+
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+    backend, trail = InMemoryBackend(), MemoryTrail()
+    outbox = SqliteOutbox(tmp_path / "outbox.sqlite3")
+    scope = Scope(user="u")
+    for mid in ("decided", "open"):
+        await backend.write(scope, MemoryRecord(id=mid, scope=scope, text=AGE,
+                                                audit_status=AuditStatus.FAILED))  # fmt: skip
+    review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
+                           auditor=None, instruction="")  # fmt: skip
+    await review.review("decided", ReviewRequest(action=ReviewAction.CLEAR), Reviewer(name="r"))
+    statuses = frozenset({AuditStatus.FAILED, AuditStatus.CLEAN})  # re-audit the cleared one too
+    report = await backfill(backend, ScriptedAuditor(judge), policy.audit, ["u"],
+                            statuses=statuses, trail=trail)  # fmt: skip
+    assert (report.held, report.audited) == (1, 1)
+    decided, other = await backend.get(scope, "decided"), await backend.get(scope, "open")
+    assert decided is not None and decided.audit_status is AuditStatus.CLEAN
+    assert other is not None and other.audit_status is AuditStatus.TAGGED
+    assert [e.action for e in await trail.history("open")] == ["machine"]
+    await outbox.aclose()
