@@ -94,7 +94,12 @@ async def build_memory_service(
     except BaseException:
         await backend.close()
         raise
-    trail = build_trail(settings, policy)
+    try:
+        trail = await build_trail(settings, policy)
+    except BaseException:
+        await outbox.aclose()
+        await backend.close()
+        raise
     # Normalisation and the first stage wrap any auditor, an injected one included.
     pipeline = build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor)
     worker = OutboxWorker(
@@ -114,14 +119,21 @@ async def build_memory_service(
     return service
 
 
-def build_trail(settings: Settings, policy: Policy) -> Trail:
-    """The review trail: a table in the SQLite outbox file under the state directory (with
-    the PostgreSQL outbox, a file of its own there: the trail is not shared yet)."""
+async def build_trail(settings: Settings, policy: Policy) -> Trail:
+    """The review trail beside the outbox: a table in the SQLite outbox file, or in the
+    outbox's PostgreSQL database (shared by every proxy, worker and console)."""
     kind = settings.outbox
     if kind == "auto":
         kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
-    name = "outbox.sqlite3" if kind == "sqlite" else "review_trail.sqlite3"
-    return SqliteTrail(settings.state_dir / name)
+    url = database_url(settings, policy)
+    if kind == "sqlite" or not url:
+        return SqliteTrail(settings.state_dir / "outbox.sqlite3")
+    from dmt_proxy.memory.write.pg_trail import PostgresTrail
+
+    prefix = "dmt_"
+    if policy.memory.backend == "postgres":  # the prefix of the memory store and its outbox
+        prefix = str(policy.memory.options.get("table_prefix", prefix))
+    return await PostgresTrail.open(url, prefix=prefix)
 
 
 async def backfill_store(
@@ -152,7 +164,7 @@ async def backfill_store(
         try:
             chosen = list(users) or await _all_users(backend, policy.memory.backend)
             auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
-            trail = build_trail(settings, policy)
+            trail = await build_trail(settings, policy)
             try:
                 return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
                                       progress=progress, trail=trail)  # fmt: skip
