@@ -39,6 +39,17 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
+    """The review console against a shared PostgreSQL deployment: a proxy that drains
+    nothing (``DMT_WORKER=off``), so it needs the shared outbox (``DMT_OUTBOX=postgres``)."""
+    if not settings.admin_key and not settings.tenants_file:
+        raise ConfigError(
+            "the review console needs DMT_ADMIN_KEY (or a tenants file with 'review: true')"
+        )
+    _print(f"review console: http://{settings.host}:{settings.port}/console")
+    return cmd_serve(args, settings)
+
+
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from dmt_proxy.cli.worker import main as run_worker
 
@@ -131,6 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", dest="worker", action="store_const", const=False,
                        help="leave the outbox to 'dmt-proxy worker' processes (DMT_WORKER=off)")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
+
+    console = sub.add_parser(
+        "console", help="serve the review console on the shared PostgreSQL outbox (no worker)"
+    )
+    console.add_argument("--host", help="bind address (DMT_HOST, default 127.0.0.1)")
+    console.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
+    console.add_argument("--policy", dest="policy_file", type=Path,
+                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    console.set_defaults(func=cmd_console, worker=False)
 
     worker = sub.add_parser("worker", help="only drain the shared PostgreSQL outbox (no HTTP)")
     worker.add_argument("--policy", dest="policy_file", type=Path,
