@@ -115,7 +115,8 @@ async def build_memory_service(
                                    worker=worker, policy=policy, metrics=metrics,
                                    run_worker=settings.worker, trail=trail)  # fmt: skip
     service.review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
-                                   auditor=pipeline, instruction=service.instruction)  # fmt: skip
+                                   auditor=pipeline, instruction=service.instruction,
+                                   metrics=metrics)  # fmt: skip
     return service
 
 

@@ -45,10 +45,16 @@ from dmt_proxy.memory.write.trail import (
     since_days,
 )
 from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
+from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Mode, Policy
 from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind
 
 log = logging.getLogger(__name__)
+
+DIRECTIONS = ("upheld", "untagged", "tagged", "domain", "none")
+"""What a human verdict did to the auditor's (``dmt_reviews_total{direction}``): kept it,
+removed a bias tag (a false positive), added one (a miss or a failed audit), moved it
+to another domain; ``none`` for a re-audit or a deletion."""
 
 QUEUE_STATUSES = frozenset({"tagged", "disputed", "failed", "quarantined"})
 """Machine outcomes a reviewer is asked about (and, whatever the status, manipulation)."""
@@ -279,6 +285,21 @@ class Overview(BaseModel):
     """Human verdicts that changed the machine's status or domain, per human verdict."""
 
 
+def direction(event: TrailEvent) -> str:
+    """The ``direction`` of a human event (``DIRECTIONS``)."""
+    if event.action in (REAUDIT, ReviewAction.DELETE.value):
+        return "none"
+    tagged = frozenset({"tagged", "disputed", "quarantined"})
+    before, after = event.before_status in tagged, event.after_status in tagged
+    if before and not after:
+        return "untagged"
+    if after and not before:
+        return "tagged"
+    if before and after and event.before_domain != event.after_domain:
+        return "domain"
+    return "upheld"
+
+
 def _rate(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
@@ -288,7 +309,7 @@ class ReviewService:
 
     def __init__(
         self, *, backend: MemoryBackend, outbox: Outbox, trail: Trail, policy: Policy,
-        auditor: Auditor | None, instruction: str,
+        auditor: Auditor | None, instruction: str, metrics: Metrics | None = None,
     ) -> None:  # fmt: skip
         self.backend = backend
         self.outbox = outbox
@@ -296,6 +317,11 @@ class ReviewService:
         self.policy = policy
         self.auditor = auditor
         self.instruction = instruction
+        self.metrics = metrics
+
+    def _count(self, event: TrailEvent) -> None:
+        if self.metrics is not None:
+            self.metrics.reviews.labels(event.action, direction(event)).inc()
 
     # -- reading ------------------------------------------------------------------
 
@@ -433,6 +459,7 @@ class ReviewService:
             before_status=before, after_status=status, before_domain=before_domain,
             after_domain=domain, reason=request.reason,
         ))  # fmt: skip
+        self._count(event)
         return ReviewOutcome(event=event, memory=None if after is None else MemoryView.of(after))
 
     def _decide(
@@ -481,6 +508,7 @@ class ReviewService:
             before_domain=record.tag.bias_type if record.tag else None,
             after_domain=record.tag.bias_type if record.tag else None, reason=request.reason,
         ))  # fmt: skip
+        self._count(event)
         candidate = AuditCandidate(text=record.query or record.text, candidate_id=record.id)
         try:
             verdict = await self.auditor.audit(candidate)

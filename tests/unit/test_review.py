@@ -328,3 +328,26 @@ async def test_review_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
                           "TRUNCATE rv_review_trail"):  # fmt: skip
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
                 await conn.execute(statement)
+
+
+def test_review_metric_labels_are_the_review_actions_and_directions() -> None:
+    from dmt_proxy.memory.review import DIRECTIONS
+    from dmt_proxy.metrics import REVIEW_ACTIONS
+
+    assert tuple(a.value for a in ReviewAction) == REVIEW_ACTIONS
+    metrics = Metrics()
+    names = {s.labels["direction"] for m in metrics.reviews.collect() for s in m.samples}
+    assert names == set(DIRECTIONS)
+
+
+async def test_reviews_are_counted_by_direction(tmp_path: Path) -> None:
+    async with proxy(tmp_path) as (app, c):
+        a, b = await seed(app, c, "u", AGE), await seed(app, c, "u", "old people are slow")
+        for mid, body in ((a, {"action": "clear"}), (b, {"action": "confirm"}),
+                          (b, {"action": "change_domain", "domain": "ses"})):  # fmt: skip
+            assert (await c.post(f"/v1/memories/{mid}/review", json=body, headers=ADMIN)).is_success
+        text = (await c.get("/metrics")).text
+    for line in ('dmt_reviews_total{action="clear",direction="untagged"} 1.0',
+                 'dmt_reviews_total{action="confirm",direction="upheld"} 1.0',
+                 'dmt_reviews_total{action="change_domain",direction="domain"} 1.0'):  # fmt: skip
+        assert line in text
