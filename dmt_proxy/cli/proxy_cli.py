@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dmt_proxy.errors import ConfigError
@@ -48,6 +48,18 @@ def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
         )
     _print(f"review console: http://{settings.host}:{settings.port}/console")
     return cmd_serve(args, settings)
+
+
+def _lazy(name: str) -> Callable[[argparse.Namespace, Settings], int]:
+    """A command of ``dmt_proxy.cli.reviews``, imported when it runs (it loads the stores)."""
+
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        from dmt_proxy.cli import reviews
+
+        command: Callable[[argparse.Namespace, Settings], int] = getattr(reviews, name)
+        return command(args, settings)
+
+    return run
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -151,6 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--policy", dest="policy_file", type=Path,
                          help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
     console.set_defaults(func=cmd_console, worker=False)
+
+    reviews = sub.add_parser("reviews", help="export the human verdicts as a labelled dataset")
+    reviews.add_argument("action", choices=["export"])
+    reviews.add_argument("--out", default="reviews.jsonl", help="dataset file (JSON lines)")
+    reviews.add_argument("--tenant", help="only this tenant's users")
+    reviews.add_argument("--policy", dest="policy_file", type=Path,
+                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    reviews.set_defaults(func=_lazy("cmd_reviews"))
+
+    calibrate = sub.add_parser(
+        "calibrate", help="refit the auditor's calibration, fusion and tau on exported reviews"
+    )
+    calibrate.add_argument("--from-reviews", required=True, metavar="FILE",
+                           help="a dataset written by 'dmt-proxy reviews export'")  # fmt: skip
+    calibrate.add_argument(
+        "--out", help="directory of the new file (default <state dir>/calibrations)"
+    )
+    calibrate.add_argument("--version", help="name of the new calibration (default dated)")
+    calibrate.add_argument("--policy", dest="policy_file", type=Path,
+                           help="policy YAML naming the running calibration")  # fmt: skip
+    calibrate.set_defaults(func=_lazy("cmd_calibrate"))
 
     worker = sub.add_parser("worker", help="only drain the shared PostgreSQL outbox (no HTTP)")
     worker.add_argument("--policy", dest="policy_file", type=Path,

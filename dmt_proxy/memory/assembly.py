@@ -25,6 +25,7 @@ from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.memory.review import ReviewService
+from dmt_proxy.memory.review_dataset import LabelledReview, labelled_reviews
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.memory.write.backfill import DEFAULT_STATUSES, BackfillReport, backfill
 from dmt_proxy.memory.write.outbox import Outbox, SqliteOutbox
@@ -169,6 +170,25 @@ async def backfill_store(
             try:
                 return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
                                       progress=progress, trail=trail)  # fmt: skip
+            finally:
+                await trail.aclose()
+        finally:
+            await backend.close()
+    finally:
+        await upstream.aclose()
+
+
+async def export_reviews(
+    settings: Settings, policy: Policy, *, tenant: str | None = None, chat: ChatModel | None = None
+) -> list[LabelledReview]:
+    """The human verdicts of the policy's store and trail (one tenant's, when named)."""
+    upstream = await open_upstream(settings, policy, chat=chat)
+    try:
+        backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
+        try:
+            trail = await build_trail(settings, policy)
+            try:
+                return await labelled_reviews(trail, backend, f"{tenant}/" if tenant else None)
             finally:
                 await trail.aclose()
         finally:
