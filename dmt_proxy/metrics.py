@@ -33,6 +33,10 @@ _LATENCY_BUCKETS = (
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
+REVIEW_ACTIONS = ("confirm", "clear", "change_domain", "quarantine", "release", "reaudit", "delete")
+"""The ``action`` label of ``dmt_reviews_total``: ``dmt_proxy.memory.review.ReviewAction``."""
+
+
 class Metrics:
     """The metrics catalogue (documented in the README, section "Metrics")."""
 
@@ -114,6 +118,11 @@ class Metrics:
             "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
             ["decision"], registry=r,
         )  # fmt: skip
+        self.reviews = Counter(
+            "dmt_reviews", "Human verdicts on memories, by action and by what they did to the "
+            "auditor's verdict (direction: upheld, untagged, tagged, domain, none).",
+            ["action", "direction"], registry=r,
+        )  # fmt: skip
 
         # Pre-create the bounded label combinations at 0: a series that first appears
         # already at 1 shows no increase() to Prometheus, so the first tag would be missed.
@@ -124,6 +133,9 @@ class Metrics:
                 self.tags.labels(bias_type, action)
         for rule in MANIPULATION_RULES:
             self.manipulation.labels(rule)
+        for action in REVIEW_ACTIONS:  # memory.review's actions and directions (a test checks)
+            for direction in ("upheld", "untagged", "tagged", "domain", "none"):
+                self.reviews.labels(action, direction)
         for operation in ("enqueue", "forward", "worker", "admin"):
             self.database_unavailable.labels("outbox", operation)
         for decision in ("pass", "skip"):

@@ -8,6 +8,7 @@ bash scripts/setup.sh
 if [ -f scripts/install_prometheus.sh ]; then bash scripts/install_prometheus.sh; fi
 bash scripts/lint.sh
 if [ -f scripts/install_postgres.sh ]; then bash scripts/install_postgres.sh; fi
+if [ -f scripts/install_browser.sh ]; then bash scripts/install_browser.sh; fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -16,10 +17,12 @@ from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
+from dmt_proxy.api.routes_console import router as console_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
 from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.api.routes_messages import router as messages_router
 from dmt_proxy.api.routes_responses import router as responses_router
+from dmt_proxy.api.routes_review import router as review_router
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.memory.assembly import build_memory_service
 from dmt_proxy.memory.base import MemoryBackend
@@ -98,6 +101,9 @@ def create_app(
     app.include_router(messages_router)
     app.include_router(embeddings_router)
     app.include_router(memory_router)
+    app.include_router(review_router)
+    app.include_router(console_router)
+    app.state.console_secret = secrets.token_bytes(32)  # signs console sessions (review_auth)
     install_openapi(app)
 
     @app.get("/healthz", responses={200: {"model": Health}})

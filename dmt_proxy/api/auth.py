@@ -13,6 +13,10 @@ carry ``Authorization: Bearer <key>`` (or ``x-api-key: <key>``, as the Anthropic
 sends it); the memory scope becomes ``<tenant>/<user>``,
 so two tenants' users never share memories even under the same user name.
 Without a file the proxy is single-tenant and open (bind it to localhost).
+
+A tenant entry with ``review: true`` lets that tenant's key open the review console
+and API (``dmt_proxy.api.routes_review``) for its own users only; the admin key
+(``DMT_ADMIN_KEY``) reviews every tenant.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class Tenants:
     """Hashed keys -> tenant names."""
 
     by_hash: dict[str, str]
+    reviewers: frozenset[str] = frozenset()
+    """Tenants whose key may review their own users' memories (``review: true``)."""
 
     @classmethod
     def load(cls, path: Path) -> Tenants:
@@ -59,6 +65,7 @@ class Tenants:
         ):
             raise ConfigError(f"tenants file {path}: expected 'version: 1' and a 'tenants' list")
         by_hash: dict[str, str] = {}
+        reviewers: set[str] = set()
         for i, entry in enumerate(raw["tenants"]):
             if not isinstance(entry, dict):
                 raise ConfigError(f"tenants file {path}: entry {i} is not a mapping")
@@ -74,9 +81,20 @@ class Tenants:
             if digest in by_hash:
                 raise ConfigError(f"tenants file {path}: tenant {name} reuses another tenant's key")
             by_hash[digest] = name
+            if entry.get("review") is True:
+                reviewers.add(name)
         if not by_hash:
             raise ConfigError(f"tenants file {path} lists no tenants")
-        return cls(by_hash=by_hash)
+        return cls(by_hash=by_hash, reviewers=frozenset(reviewers))
+
+    def identify(self, key: str) -> str | None:
+        """The tenant whose key is ``key`` (``None``: no tenant), in constant time."""
+        supplied = hash_key(key.strip()) if key.strip() else ""
+        found = None
+        for digest, name in self.by_hash.items():
+            if hmac.compare_digest(supplied.encode(), digest.encode()):
+                found = name
+        return found
 
     def authenticate(self, request: Request) -> str:
         """The tenant of ``request``, or ``Unauthorized``."""

@@ -172,7 +172,9 @@ class LLMAuditor:
             self._path = "json"
         self._calibration: PlattScaling | None = None
         if self._options.calibrate:
-            self._calibration = load_calibration().for_model(endpoint.model, prompt_version)
+            self._calibration = load_calibration(self._policy.calibration).for_model(
+                endpoint.model, prompt_version
+            )
         self.model_key = calibration_key(endpoint.model, prompt_version)
         """``model@prompt``: the key of this auditor's calibration and fusion entries."""
         self._base_label = f"{endpoint.name}@{prompt_version}"

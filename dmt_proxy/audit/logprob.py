@@ -31,6 +31,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -212,6 +213,9 @@ class Calibration(BaseModel):
     description: str = ""
     entries: dict[str, PlattScaling] = Field(default_factory=dict)
     fusion: dict[str, JudgeFusion] = Field(default_factory=dict)
+    tau: dict[str, float] = Field(default_factory=dict)
+    """τ fitted with the calibration per ``model@prompt`` (``dmt-proxy calibrate``): a
+    suggestion; the policy's ``audit.tau`` is the threshold applied."""
 
     def for_model(self, model: str, prompt: str) -> PlattScaling | None:
         """The entry of ``model@prompt`` (model without provider prefix), if fitted."""
@@ -229,8 +233,15 @@ def calibration_key(model: str, prompt: str) -> str:
 
 @lru_cache(maxsize=4)
 def load_calibration(version: str = CALIBRATION_VERSION) -> Calibration:
-    """The shipped calibration (an empty one when the file does not exist yet)."""
-    path = data_dir("auditor_calibration") / f"{version}.json"
+    """The calibration a policy names (``audit.calibration``): a shipped version (an empty
+    one when that file does not exist yet), or the path of a ``.json`` file written by
+    ``dmt-proxy calibrate`` (which must exist)."""
+    if version.endswith(".json"):
+        path = Path(version).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"auditor calibration {path} does not exist")
+    else:
+        path = data_dir("auditor_calibration") / f"{version}.json"
     if not path.exists():
         return Calibration(version=version)
     try:

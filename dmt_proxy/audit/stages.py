@@ -145,6 +145,8 @@ def build_audit_pipeline(
     if policy.audit.combine_judges and first_stage is not None and model_key:
         from dmt_proxy.audit.logprob import load_calibration
 
-        fusion = load_calibration().fusion_for(model_key, first_stage.classifier_version or "")
+        fusion = load_calibration(policy.audit.calibration).fusion_for(
+            model_key, first_stage.classifier_version or ""
+        )
     floor = min([policy.audit.tau, *policy.audit.tau_per_domain.values()])
     return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor)

@@ -87,6 +87,8 @@ class DemoOptions:
     audit_timeout_s: float = 120.0
     contrast: bool = True
     """Also ask the later question in mode ``off`` (memories shown without tags)."""
+    console: bool = False
+    """Afterwards keep the proxy serving its review console (``/console``) until Ctrl-C."""
 
 
 def say(text: str) -> None:
@@ -348,6 +350,8 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
             return 1
         ok = True
         say(f"{summary} ({time.perf_counter() - t0:.0f}s in all)")
+        if options.console:
+            _serve_console(proc, port, admin_key)
         return 0
     except APIError as exc:
         complain(f"the proxy answered {exc}")
@@ -397,6 +401,17 @@ def _conversation(client: OpenAI, admin: AdminApi, tap: PromptTap, agent: local_
         say(labelled(f"agent, mode off, memories without tags ({off.seconds:.1f}s)", off.answer))
     tag_in_prompt = block is not None and '"bias_tag"' in block
     return summary_line(rows, tag_in_prompt=tag_in_prompt)
+
+
+def _serve_console(proc: subprocess.Popen[bytes], port: int, admin_key: str) -> None:
+    """Keep the demo's proxy up for its review console until Ctrl-C (or the proxy exits)."""
+    say(f"review console: http://127.0.0.1:{port}/console (sign in with the admin key "
+        f"{admin_key}); the demo's tagged memory waits in the review queue. Ctrl-C stops.")  # fmt: skip
+    try:
+        while proc.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
 
 
 def _block_of(body: dict[str, Any]) -> str | None:

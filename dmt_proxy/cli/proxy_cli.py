@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dmt_proxy.errors import ConfigError
@@ -37,6 +37,29 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False)  # fmt: skip
     return 0
+
+
+def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
+    """The review console against a shared PostgreSQL deployment: a proxy that drains
+    nothing (``DMT_WORKER=off``), so it needs the shared outbox (``DMT_OUTBOX=postgres``)."""
+    if not settings.admin_key and not settings.tenants_file:
+        raise ConfigError(
+            "the review console needs DMT_ADMIN_KEY (or a tenants file with 'review: true')"
+        )
+    _print(f"review console: http://{settings.host}:{settings.port}/console")
+    return cmd_serve(args, settings)
+
+
+def _lazy(name: str) -> Callable[[argparse.Namespace, Settings], int]:
+    """A command of ``dmt_proxy.cli.reviews``, imported when it runs (it loads the stores)."""
+
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        from dmt_proxy.cli import reviews
+
+        command: Callable[[argparse.Namespace, Settings], int] = getattr(reviews, name)
+        return command(args, settings)
+
+    return run
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -76,7 +99,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from dmt_proxy.cli.demo import DemoOptions, run_demo
 
     options = DemoOptions(model=args.model, user=args.user, audit_timeout_s=args.audit_timeout,
-                          contrast=not args.no_contrast)  # fmt: skip
+                          contrast=not args.no_contrast, console=args.console)  # fmt: skip
     return run_demo(settings, options)
 
 
@@ -132,6 +155,36 @@ def build_parser() -> argparse.ArgumentParser:
                        help="leave the outbox to 'dmt-proxy worker' processes (DMT_WORKER=off)")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
+    console = sub.add_parser(
+        "console", help="serve the review console on the shared PostgreSQL outbox (no worker)"
+    )
+    console.add_argument("--host", help="bind address (DMT_HOST, default 127.0.0.1)")
+    console.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
+    console.add_argument("--policy", dest="policy_file", type=Path,
+                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    console.set_defaults(func=cmd_console, worker=False)
+
+    reviews = sub.add_parser("reviews", help="export the human verdicts as a labelled dataset")
+    reviews.add_argument("action", choices=["export"])
+    reviews.add_argument("--out", default="reviews.jsonl", help="dataset file (JSON lines)")
+    reviews.add_argument("--tenant", help="only this tenant's users")
+    reviews.add_argument("--policy", dest="policy_file", type=Path,
+                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    reviews.set_defaults(func=_lazy("cmd_reviews"))
+
+    calibrate = sub.add_parser(
+        "calibrate", help="refit the auditor's calibration, fusion and tau on exported reviews"
+    )
+    calibrate.add_argument("--from-reviews", required=True, metavar="FILE",
+                           help="a dataset written by 'dmt-proxy reviews export'")  # fmt: skip
+    calibrate.add_argument(
+        "--out", help="directory of the new file (default <state dir>/calibrations)"
+    )
+    calibrate.add_argument("--version", help="name of the new calibration (default dated)")
+    calibrate.add_argument("--policy", dest="policy_file", type=Path,
+                           help="policy YAML naming the running calibration")  # fmt: skip
+    calibrate.set_defaults(func=_lazy("cmd_calibrate"))
+
     worker = sub.add_parser("worker", help="only drain the shared PostgreSQL outbox (no HTTP)")
     worker.add_argument("--policy", dest="policy_file", type=Path,
                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
@@ -184,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-contrast", action="store_true",
         help="skip asking the later question again in mode off",
+    )  # fmt: skip
+    demo.add_argument(
+        "--console", action="store_true",
+        help="afterwards keep the proxy up and print its review console's URL (until Ctrl-C)",
     )  # fmt: skip
     demo.set_defaults(func=cmd_demo)
     return parser

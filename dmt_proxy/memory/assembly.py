@@ -24,9 +24,12 @@ from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.registry import open_policy_backend
+from dmt_proxy.memory.review import ReviewService
+from dmt_proxy.memory.review_dataset import LabelledReview, labelled_reviews
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.memory.write.backfill import DEFAULT_STATUSES, BackfillReport, backfill
 from dmt_proxy.memory.write.outbox import Outbox, SqliteOutbox
+from dmt_proxy.memory.write.trail import SqliteTrail, Trail
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Policy
@@ -92,18 +95,47 @@ async def build_memory_service(
     except BaseException:
         await backend.close()
         raise
+    try:
+        trail = await build_trail(settings, policy)
+    except BaseException:
+        await outbox.aclose()
+        await backend.close()
+        raise
+    # Normalisation and the first stage wrap any auditor, an injected one included.
+    pipeline = build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor)
     worker = OutboxWorker(
         outbox=outbox,
         backend=backend,
         backend_name=name,
-        # Normalisation and the first stage wrap any auditor, an injected one included.
-        auditor=build_audit_pipeline(policy, registry, chat, metrics=metrics, auditor=auditor),
+        auditor=pipeline,
         policy=policy.audit,
         metrics=metrics,
+        trail=trail,
     )
-    return DurableMemoryService(backend=backend, backend_name=name, outbox=outbox, worker=worker,
-                                policy=policy, metrics=metrics,
-                                run_worker=settings.worker)  # fmt: skip
+    service = DurableMemoryService(backend=backend, backend_name=name, outbox=outbox,
+                                   worker=worker, policy=policy, metrics=metrics,
+                                   run_worker=settings.worker, trail=trail)  # fmt: skip
+    service.review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
+                                   auditor=pipeline, instruction=service.instruction,
+                                   metrics=metrics)  # fmt: skip
+    return service
+
+
+async def build_trail(settings: Settings, policy: Policy) -> Trail:
+    """The review trail beside the outbox: a table in the SQLite outbox file, or in the
+    outbox's PostgreSQL database (shared by every proxy, worker and console)."""
+    kind = settings.outbox
+    if kind == "auto":
+        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
+    url = database_url(settings, policy)
+    if kind == "sqlite" or not url:
+        return SqliteTrail(settings.state_dir / "outbox.sqlite3")
+    from dmt_proxy.memory.write.pg_trail import PostgresTrail
+
+    prefix = "dmt_"
+    if policy.memory.backend == "postgres":  # the prefix of the memory store and its outbox
+        prefix = str(policy.memory.options.get("table_prefix", prefix))
+    return await PostgresTrail.open(url, prefix=prefix)
 
 
 async def backfill_store(
@@ -134,8 +166,31 @@ async def backfill_store(
         try:
             chosen = list(users) or await _all_users(backend, policy.memory.backend)
             auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
-            return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
-                                  progress=progress)  # fmt: skip
+            trail = await build_trail(settings, policy)
+            try:
+                return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
+                                      progress=progress, trail=trail)  # fmt: skip
+            finally:
+                await trail.aclose()
+        finally:
+            await backend.close()
+    finally:
+        await upstream.aclose()
+
+
+async def export_reviews(
+    settings: Settings, policy: Policy, *, tenant: str | None = None, chat: ChatModel | None = None
+) -> list[LabelledReview]:
+    """The human verdicts of the policy's store and trail (one tenant's, when named)."""
+    upstream = await open_upstream(settings, policy, chat=chat)
+    try:
+        backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
+        try:
+            trail = await build_trail(settings, policy)
+            try:
+                return await labelled_reviews(trail, backend, f"{tenant}/" if tenant else None)
+            finally:
+                await trail.aclose()
         finally:
             await backend.close()
     finally:

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
@@ -30,6 +30,10 @@ from dmt_proxy.policy import Mode, Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.turns import Retrieval
+
+if TYPE_CHECKING:  # the review service builds on this module, not the other way round
+    from dmt_proxy.memory.review import ReviewService
+    from dmt_proxy.memory.write.trail import Trail
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +107,12 @@ class DurableMemoryService:
         metrics: Metrics,
         retrieval_timeout_s: float = 5.0,
         run_worker: bool = True,
+        trail: Trail | None = None,
     ) -> None:
         self._backend = backend
+        self._trail = trail
+        self.review: ReviewService | None = None
+        """The human review operations (``dmt_proxy.memory.review``), set by the assembly."""
         self._backend_name = backend_name
         self._outbox = outbox
         self._worker = worker
@@ -113,6 +121,11 @@ class DurableMemoryService:
         self._retrieval_timeout_s = retrieval_timeout_s
         self._run_worker = run_worker
         self._instruction = prompt_path(policy.audit.dmt_prompt).read_text(encoding="utf-8").strip()
+
+    @property
+    def instruction(self) -> str:
+        """The DMT instruction shown above tagged memories (the versioned prompt's text)."""
+        return self._instruction
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -125,6 +138,8 @@ class DurableMemoryService:
         """Stop the worker, then close the outbox and the backend."""
         await self._worker.stop()
         await self._outbox.aclose()
+        if self._trail is not None:
+            await self._trail.aclose()
         await self._backend.close()
 
     async def drain(self, *, timeout_s: float = 600.0) -> bool:

@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
 TREES = ("dmt_proxy", "policies", "auditor_prompts")
 SHIPPED = ("policies", "auditor_prompts", "dmt_proxy/data/mmlu_pro")
+CONSOLE = "dmt_proxy/api/console"
+"""The review console's templates and assets: package data, served from the wheel."""
 
 POLICY = """\
 version: 1
@@ -126,6 +128,12 @@ def test_wheel_carries_data_and_serves(tmp_path: Path) -> None:
                 arcname = f"{inside}/{path.relative_to(ROOT / shipped).as_posix()}"
                 assert arcname in names, arcname
                 assert zf.read(arcname) == path.read_bytes(), arcname
+        console = sorted(p for p in (ROOT / CONSOLE).rglob("*") if p.is_file()
+                         and p.suffix in (".html", ".css", ".js"))  # fmt: skip
+        assert len(console) >= 8
+        for path in console:
+            arcname = path.relative_to(ROOT).as_posix()
+            assert zf.read(arcname) == path.read_bytes(), arcname
 
     venv = _venv_with_wheel(tmp_path, wheel)
     run_dir = tmp_path / "elsewhere"
@@ -163,6 +171,10 @@ def test_wheel_carries_data_and_serves(tmp_path: Path) -> None:
                 time.sleep(0.3)
         assert health is not None, (tmp_path / "serve.log").read_text()[-3000:]
         assert health["status"] == "ok"
+        base = f"http://127.0.0.1:{port}"
+        for path in ("/console/login", "/console/static/console.js"):  # offline, from the wheel
+            with urllib.request.urlopen(base + path, timeout=5) as r:
+                assert r.status == 200 and r.read(), path
     finally:
         proc.terminate()
         try:

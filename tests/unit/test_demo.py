@@ -225,3 +225,4 @@ def test_the_relay_answers_502_when_the_model_server_is_down() -> None:
 def test_demo_flags() -> None:
     args = build_parser().parse_args(["demo", "--audit-timeout", "30", "--no-contrast"])
     assert args.audit_timeout == 30.0 and args.no_contrast and args.model == "qwen2.5-0.5b"
+    assert not args.console and build_parser().parse_args(["demo", "--console"]).console

@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.memory.base import MemoryBackend, Scope
-from dmt_proxy.memory.write.verdicts import store_verdict
+from dmt_proxy.memory.write.trail import Trail
+from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus
 
@@ -32,6 +33,8 @@ class BackfillReport(BaseModel):
     dropped: int = 0
     unavailable: int = 0
     """Records left as they were because the auditor could not be reached."""
+    held: int = 0
+    """Records a reviewer decided (a human verdict holds them): left as they were."""
 
 
 async def backfill(
@@ -42,8 +45,13 @@ async def backfill(
     *,
     statuses: frozenset[AuditStatus] = DEFAULT_STATUSES,
     progress: Callable[[str], None] = lambda _m: None,
+    trail: Trail | None = None,
 ) -> BackfillReport:
-    """Audit every record of ``users`` whose status is in ``statuses`` and store the result."""
+    """Audit every record of ``users`` whose status is in ``statuses`` and store the result.
+
+    With a review ``trail``, a record a reviewer decided is left alone, and each stored
+    verdict is recorded there with its evidence.
+    """
     report = BackfillReport()
     outcomes: Counter[str] = Counter()
     for user in users:
@@ -51,6 +59,10 @@ async def backfill(
         for record in records:
             report.examined += 1
             if record.audit_status not in statuses:
+                continue
+            if trail is not None and await trail.held(record.id):
+                report.held += 1
+                progress(f"{record.id}: a reviewer decided it; left as {record.audit_status.value}")
                 continue
             candidate = AuditCandidate(text=record.query or record.text, candidate_id=record.id)
             try:
@@ -62,6 +74,9 @@ async def backfill(
                 )
                 continue
             decision = await store_verdict(backend, record.scope, record.id, verdict, policy)
+            if trail is not None:
+                await record_verdict(trail, user, record.id, verdict, decision, policy,
+                                     before_status=record.audit_status.value)  # fmt: skip
             if not decision.store:
                 report.dropped += 1
             report.audited += 1

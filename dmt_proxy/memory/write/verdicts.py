@@ -5,6 +5,11 @@ the outbox worker and ``audit-backfill`` both hand a verdict to ``store_verdict`
 which decides once and updates (or, for a dropped memory, deletes) the stored
 record. The caller counts what the decision says (the worker's metrics); the
 auditor that produced the verdict neither decides nor counts.
+
+``record_verdict`` writes the decided verdict, with its evidence, to the review
+trail (``dmt_proxy.memory.write.trail``), where a reviewer reads why a memory got
+its status; a memory a reviewer has decided is held there, and the callers check
+``Trail.held`` before storing a machine verdict over a human one.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 from dmt_proxy.audit.decision import AuditDecision, decide
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.write.trail import Trail, TrailEvent, machine_event
 from dmt_proxy.policy import AuditPolicy
 
 log = logging.getLogger(__name__)
@@ -36,3 +42,22 @@ async def store_verdict(
     else:
         await backend.delete(scope, memory_id)
     return decision
+
+
+async def record_verdict(
+    trail: Trail, user: str, memory_id: str, verdict: AuditVerdict, decision: AuditDecision,
+    policy: AuditPolicy, *, before_status: str | None = "pending",
+) -> TrailEvent:  # fmt: skip
+    """Append the machine event of ``decision`` on ``memory_id``, its verdict as evidence."""
+    domain = decision.tag.bias_type if decision.tag is not None else None
+    tau = policy.tau_for(domain) if domain is not None else policy.tau
+    evidence = {
+        "verdict": verdict.model_dump(mode="json"),
+        "decision": {"status": decision.status.value, "reason": decision.reason, "tau": tau,
+                     "stored": decision.store},
+    }  # fmt: skip
+    after = decision.status.value if decision.store else "dropped"
+    return await trail.append(machine_event(
+        memory_id, user, auditor=verdict.auditor, after_status=after, after_domain=domain,
+        reason=decision.reason, evidence=evidence, before_status=before_status,
+    ))  # fmt: skip

@@ -31,7 +31,8 @@ from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
-from dmt_proxy.memory.write.verdicts import store_verdict
+from dmt_proxy.memory.write.trail import Trail
+from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import AuditPolicy, Mode
 from dmt_proxy.tags import AuditStatus, FindingKind
@@ -58,8 +59,11 @@ class OutboxWorker:
         metrics: Metrics,
         concurrency: int = 2,
         idle_poll_s: float = 0.25,
+        trail: Trail | None = None,
     ) -> None:
         self.outbox = outbox
+        self.trail = trail
+        """Where verdicts are recorded with their evidence, and human verdicts hold."""
         self.backend = backend
         self.backend_name = backend_name
         self.auditor = auditor
@@ -162,6 +166,8 @@ class OutboxWorker:
         if not mode.audits_writes or self.auditor is None:
             await self.outbox.done(item.id)
             return
+        if await self._held(item):
+            return
         verdict = AuditVerdict.model_validate(item.verdict) if item.verdict else None
         if verdict is None:
             verdict = await self._audit(item)
@@ -209,7 +215,17 @@ class OutboxWorker:
         ):
             self.metrics.manipulation.labels(rule).inc()
 
+    async def _held(self, item: OutboxItem) -> bool:
+        """A reviewer already decided this memory: their verdict stands, the row is done."""
+        if self.trail is None or not await self.trail.held(item.id):
+            return False
+        log.info("memory %s has a human verdict; the machine audit is skipped", item.id)
+        await self.outbox.done(item.id)
+        return True
+
     async def _apply(self, item: OutboxItem, scope: Scope, verdict: AuditVerdict) -> None:
+        if await self._held(item):  # a reviewer may have decided while the auditor judged
+            return
         try:
             decision = await store_verdict(self.backend, scope, item.id, verdict, self.policy)
         except Exception as exc:
@@ -224,6 +240,8 @@ class OutboxWorker:
             self.metrics.memory_writes.labels(self.backend_name, "quarantined").inc()
         if decision.status is AuditStatus.FAILED:
             log.warning("audit of %s failed: %s", item.id, decision.reason)
+        if self.trail is not None:  # before the row goes: a crash repeats the event, never loses it
+            await record_verdict(self.trail, scope.user, item.id, verdict, decision, self.policy)
         await self.outbox.done(item.id)
         self._count(verdict, decision)
 

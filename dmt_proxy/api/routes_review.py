@@ -1,0 +1,103 @@
+"""The review API: the queue, a memory's evidence, and human verdicts (JSON).
+
+The console (``dmt_proxy.api.routes_console``) is a client of these routes: its
+pages read the same service, and its keys post to ``POST /v1/memories/{id}/review``.
+Who may call them: ``dmt_proxy.api.review_auth``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+
+from dmt_proxy.api.openapi import error_responses
+from dmt_proxy.api.review_auth import require_reviewer, review_service
+from dmt_proxy.errors import RequestError
+from dmt_proxy.memory.review import (
+    MemoryDetail,
+    Overview,
+    QueueFilter,
+    QueueItem,
+    ReviewOutcome,
+    ReviewRequest,
+    UserView,
+    utc,
+)
+
+router = APIRouter(responses=error_responses(401, 403, 404))
+
+
+class ReviewQueue(BaseModel):
+    """The answer of ``GET /v1/reviews/queue``."""
+
+    object: str = "list"
+    data: list[QueueItem]
+
+
+def _json(model: BaseModel) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json"))
+
+
+def queue_filter(
+    domain: str | None, status: str | None, user: str | None, since: datetime | None,
+    until: datetime | None, limit: int = 100,
+) -> QueueFilter:  # fmt: skip
+    """The queue filter of query parameters (blank ones ignored)."""
+    try:
+        return QueueFilter(domain=domain or None, status=status or None, user=user or None,
+                           since=utc(since) if since else None,
+                           until=utc(until) if until else None, limit=limit)  # fmt: skip
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise RequestError(f"Invalid value for '{error['loc'][0]}': {error['msg']}.",
+                           param=str(error["loc"][0])) from None  # fmt: skip
+
+
+@router.get("/v1/reviews/queue", responses={200: {"model": ReviewQueue}, **error_responses(400)})
+async def review_queue(
+    request: Request,
+    domain: str | None = None,
+    status: str | None = None,
+    user: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = Query(100, ge=1, le=1000),
+) -> JSONResponse:
+    """Tagged, disputed, failed and manipulation-flagged memories, most uncertain first."""
+    reviewer = require_reviewer(request, changes_state=False)
+    flt = queue_filter(domain, status, user, since, until, limit)
+    return _json(ReviewQueue(data=await review_service(request).queue(reviewer, flt)))
+
+
+@router.get("/v1/reviews/overview", responses={200: {"model": Overview}})
+async def review_overview(request: Request) -> JSONResponse:
+    """Audits by day, status and domain; the outbox; dispute, manipulation, override rates."""
+    reviewer = require_reviewer(request, changes_state=False)
+    return _json(await review_service(request).overview(reviewer))
+
+
+@router.get("/v1/reviews/user", responses={200: {"model": UserView}, **error_responses(400)})
+async def review_user(request: Request, user: str = Query(..., min_length=1)) -> JSONResponse:
+    """Everything remembered about ``user``, and the block the agent sees in DMT mode."""
+    reviewer = require_reviewer(request, changes_state=False)
+    return _json(await review_service(request).user_view(user, reviewer))
+
+
+@router.get("/v1/memories/{memory_id}/evidence", responses={200: {"model": MemoryDetail}})
+async def memory_evidence(request: Request, memory_id: str) -> JSONResponse:
+    """A memory, both judges' evidence, its history and how each mode shows it."""
+    reviewer = require_reviewer(request, changes_state=False)
+    return _json(await review_service(request).detail(memory_id, reviewer))
+
+
+@router.post(
+    "/v1/memories/{memory_id}/review",
+    responses={200: {"model": ReviewOutcome}, **error_responses(400)},
+)
+async def review_memory(request: Request, memory_id: str, body: ReviewRequest) -> JSONResponse:
+    """Store a human verdict: applied at once, kept in the trail, held against the auditor."""
+    reviewer = require_reviewer(request, changes_state=True)
+    return _json(await review_service(request).review(memory_id, body, reviewer))

@@ -1,0 +1,163 @@
+"""The review trail in PostgreSQL, beside the shared outbox: one trail for every proxy,
+worker and ``dmt-proxy console`` of a deployment.
+
+Same events and rules as ``dmt_proxy.memory.write.trail`` (the SQLite one); the table
+is ``<prefix>review_trail``, versioned as component ``review_trail`` in
+``<prefix>schema_version`` (``dmt_proxy.database.migrate``), and append-only by a
+trigger that refuses ``UPDATE``, ``DELETE`` and ``TRUNCATE``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dmt_proxy.database import (
+    Step,
+    check_database,
+    check_prefix,
+    migrate,
+    open_pool,
+    require_psycopg,
+    without_nul,
+)
+from dmt_proxy.memory.write.trail import TrailEvent, event_row, is_held, row_event
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+PG_TRAIL_SCHEMA_VERSION = 1
+"""Layout of ``<prefix>review_trail``; bump it with a new step in ``_steps``."""
+
+_COLUMNS = (
+    "seq, memory_id, user_id, at, actor, human, action, before_status, after_status,"
+    " before_domain, after_domain, reason, evidence, format_version"
+)
+
+
+def _steps(prefix: str) -> dict[int, Step]:
+    from psycopg import sql
+
+    table = sql.Identifier(f"{prefix}review_trail")
+    guard = sql.Identifier(f"{prefix}review_trail_append_only")
+
+    async def v1(conn: AsyncConnection[Any]) -> None:
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (seq bigserial PRIMARY KEY, memory_id text NOT NULL,"
+                " user_id text NOT NULL, at double precision NOT NULL, actor text NOT NULL,"
+                " human integer NOT NULL, action text NOT NULL, before_status text,"
+                " after_status text NOT NULL, before_domain text, after_domain text,"
+                " reason text NOT NULL, evidence text, format_version integer NOT NULL)"
+            ).format(table)
+        )
+        for name, column in (("memory", "memory_id, seq"), ("at", "at"), ("user", "user_id")):
+            await conn.execute(
+                sql.SQL("CREATE INDEX {} ON {} ({})").format(
+                    sql.Identifier(f"{prefix}review_trail_{name}"), table, sql.SQL(column)
+                )
+            )
+        await conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$BEGIN RAISE EXCEPTION 'the review trail is append-only'; END$$"
+            ).format(guard)
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER {} BEFORE UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(f"{prefix}review_trail_rows"), table, guard)
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER {} BEFORE TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(f"{prefix}review_trail_truncate"), table, guard)
+        )
+
+    return {1: v1}
+
+
+def _like(prefix: str | None) -> str:
+    if prefix is None:
+        return "%"
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+class PostgresTrail:
+    """Implements ``Trail`` over a PostgreSQL table (module docstring)."""
+
+    def __init__(self, pool: AsyncConnectionPool, *, prefix: str) -> None:
+        from psycopg import sql
+
+        self._pool = pool
+        self._table = sql.Identifier(f"{prefix}review_trail")
+
+    @classmethod
+    async def open(
+        cls, dsn: str, *, prefix: str = "dmt_", pool_size: int = 2, connect_timeout_s: float = 10.0
+    ) -> PostgresTrail:
+        """Check the database, migrate the table and open the pool; ConfigError when unusable."""
+        require_psycopg()
+        check_prefix(prefix)
+        what = "the PostgreSQL review trail"
+        await check_database(dsn, connect_timeout_s=connect_timeout_s, need_vector=False,
+                             what=what)  # fmt: skip
+        pool = await open_pool(dsn, size=pool_size, name="dmt-trail",
+                               connect_timeout_s=connect_timeout_s)  # fmt: skip
+        try:
+            async with pool.connection() as conn:
+                await migrate(conn, prefix=prefix, component="review_trail",
+                              steps=_steps(prefix), what=what)  # fmt: skip
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, prefix=prefix)
+
+    async def append(self, event: TrailEvent) -> TrailEvent:
+        """Store ``event``; returns it with its ``seq`` (after the commit)."""
+        from psycopg import sql
+
+        row = [without_nul(v) if isinstance(v, str) else v for v in event_row(event)]
+        names = _COLUMNS.removeprefix("seq, ")
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("INSERT INTO {} (" + names + ") VALUES ("
+                        + ", ".join(["%s"] * len(row)) + ") RETURNING seq").format(self._table),
+                row,
+            )  # fmt: skip
+            found = await cur.fetchone()
+        assert found is not None
+        return event.model_copy(update={"seq": int(found[0])})
+
+    async def _select(self, where: str, params: list[Any]) -> list[TrailEvent]:
+        """Rows matching ``where``, in which ``{table}`` names the trail table."""
+        from psycopg import sql
+
+        query = sql.SQL("SELECT " + _COLUMNS + " FROM {table} WHERE " + where + " ORDER BY seq")
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(query.format(table=self._table), params)
+            rows = await cur.fetchall()
+        return [row_event(tuple(r)) for r in rows]
+
+    async def history(self, memory_id: str) -> list[TrailEvent]:
+        """Every event of ``memory_id``, oldest first."""
+        return await self._select("memory_id = %s", [memory_id])
+
+    async def latest(self, user_prefix: str | None = None) -> list[TrailEvent]:
+        """The newest event of every memory (of users starting with ``user_prefix``)."""
+        return await self._select(
+            "seq IN (SELECT max(seq) FROM {table} GROUP BY memory_id) AND user_id LIKE %s",
+            [_like(user_prefix)],
+        )
+
+    async def events(self, user_prefix: str | None = None, since: float = 0.0) -> list[TrailEvent]:
+        """Every event since ``since`` (epoch seconds), oldest first."""
+        return await self._select("at >= %s AND user_id LIKE %s", [since, _like(user_prefix)])
+
+    async def held(self, memory_id: str) -> bool:
+        """Whether a human verdict holds ``memory_id``."""
+        return is_held(await self.history(memory_id))
+
+    async def aclose(self) -> None:
+        """Close the pool."""
+        await self._pool.close()
