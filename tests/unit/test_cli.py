@@ -50,6 +50,33 @@ def test_every_command_is_in_the_readme_tables_and_every_row_is_a_command(prog: 
     assert documented - commands == set(), "README's tables name commands that do not exist"
 
 
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of the subcommands below it."""
+    found = {o for a in parser._actions for o in a.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found |= _options(child)
+    return found
+
+
+def test_every_flag_in_the_readme_command_column_is_one_the_command_takes() -> None:
+    parsers = {prog: _commands(cli) for prog, cli in CLIS.items()}
+    wrong = []
+    for row in (ROOT / "README.md").read_text("utf-8").splitlines():
+        cells = re.split(r"(?<!\\)\|", row)
+        if not re.match(r"\| `dmt-(proxy|bench) ", row) or len(cells) < 3:
+            continue
+        command: argparse.ArgumentParser | None = None
+        for span in re.findall(r"`([^`]+)`", cells[1]):
+            named = re.match(r"(dmt-proxy|dmt-bench) ([a-z][a-z-]*)", span)
+            if named:
+                command = parsers[named.group(1)][named.group(2)]
+            assert command is not None, row
+            wrong += [f for f in re.findall(r"--[a-z][a-z-]*", span) if f not in _options(command)]
+    assert wrong == []
+
+
 @pytest.mark.parametrize("prog", sorted(CLIS))
 def test_each_group_declares_exactly_the_commands_it_registers(prog: str) -> None:
     for group in CLIS[prog].groups:
