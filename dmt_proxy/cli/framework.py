@@ -15,7 +15,7 @@ error handling and exit codes:
 143   SIGTERM, where the CLI turns it into an interrupt (``dmt-bench``)
 ====  =======================================================================
 
-Why argparse, as one tree: the 1,300 lines of option declarations stay as they are,
+Why argparse, as one tree: the five command modules (1,300 lines) stay as they are,
 with every flag, default, help text, usage error and exit status that tests, the
 README, ``scripts/demo.sh`` and the Dockerfile rely on; click or typer would rewrite
 all of them for no behaviour gained and add a dependency. What argparse lacked (lazy
