@@ -18,8 +18,9 @@ error handling and exit codes:
 Why argparse, as one tree: the five command modules (1,300 lines) stay as they are,
 with every flag, default, help text, usage error and exit status that tests, the
 README, ``scripts/demo.sh`` and the Dockerfile rely on; click or typer would rewrite
-all of them for no behaviour gained and add a dependency. What argparse lacked (lazy
-groups, a command whose extra is missing, one error path) is this module.
+all of them for no behaviour gained and add a dependency. What argparse lacked (groups
+imported when the parser is built rather than at import, a command whose extra is
+missing, one error path) is this module.
 
 A group names its commands, so they are listed in ``--help`` even when the group
 cannot be imported: a group whose optional dependency is missing (numpy, matplotlib,
