@@ -31,7 +31,7 @@ there because only that module raises it, and subclasses a class of this tree)::
         └── DoseStopped            the dose run's decisions kept failing  (bench.dose.runner)
 
     KeyboardInterrupt              (Python's; not an ``Exception``, so no ``except Exception``
-    └── Terminated                 swallows it) SIGTERM raised as Ctrl-C is  (cli.bench_cli)
+    └── Terminated                 swallows it) SIGTERM raised as Ctrl-C is  (cli.framework)
 
 Anything else that escapes is a bug: the API logs it and answers 500 without
 details. A ``ValueError`` is never turned into a 400 by accident.

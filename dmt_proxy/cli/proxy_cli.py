@@ -9,7 +9,9 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from dmt_proxy.cli.framework import Cli, CommandGroup
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream import launcher, local_models
@@ -25,7 +27,8 @@ def _print(msg: str) -> None:
     print(msg, flush=True)
 
 
-def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings: Settings = args.settings
     import uvicorn
 
     from dmt_proxy.api import create_app
@@ -39,36 +42,39 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_console(args: argparse.Namespace) -> int:
     """The review console against a shared PostgreSQL deployment: a proxy that drains
     nothing (``DMT_WORKER=off``), so it needs the shared outbox (``DMT_OUTBOX=postgres``)."""
+    settings: Settings = args.settings
     if not settings.admin_key and not settings.tenants_file:
         raise ConfigError(
             "the review console needs DMT_ADMIN_KEY (or a tenants file with 'review: true')"
         )
     _print(f"review console: http://{settings.host}:{settings.port}/console")
-    return cmd_serve(args, settings)
+    return cmd_serve(args)
 
 
-def _lazy(name: str) -> Callable[[argparse.Namespace, Settings], int]:
+def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """A command of ``dmt_proxy.cli.reviews``, imported when it runs (it loads the stores)."""
 
-    def run(args: argparse.Namespace, settings: Settings) -> int:
+    def run(args: argparse.Namespace) -> int:
         from dmt_proxy.cli import reviews
 
         command: Callable[[argparse.Namespace, Settings], int] = getattr(reviews, name)
-        return command(args, settings)
+        return command(args, args.settings)
 
     return run
 
 
-def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings: Settings = args.settings
     from dmt_proxy.cli.worker import main as run_worker
 
     return run_worker(settings)
 
 
-def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_models(args: argparse.Namespace) -> int:
+    settings: Settings = args.settings
     models = _models_arg(args.names)
     if args.action == "pull":
         for model in models:
@@ -95,7 +101,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
+    settings: Settings = args.settings
     from dmt_proxy.cli.demo import DemoOptions, run_demo
 
     options = DemoOptions(model=args.model, user=args.user, audit_timeout_s=args.audit_timeout,
@@ -103,7 +110,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(settings, options)
 
 
-def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_tenants(args: argparse.Namespace) -> int:
+    settings: Settings = args.settings
     from dmt_proxy.api.auth import Tenants, hash_key
 
     if args.action == "hash-key":
@@ -120,7 +128,8 @@ def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_backfill(args: argparse.Namespace) -> int:
+    settings: Settings = args.settings
     import asyncio
 
     from dmt_proxy.memory.assembly import backfill_store
@@ -140,12 +149,8 @@ def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if report.unavailable == 0 else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dmt-proxy", description=__doc__)
-    parser.add_argument("--state-dir", type=Path, help="state directory (DMT_STATE_DIR)")
-    parser.add_argument("--cache-dir", type=Path, help="model cache (DMT_CACHE_DIR)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def register(sub: Any) -> None:
+    """Add the proxy's own commands (serve, worker, models, audit-backfill, tenants, demo)."""
     serve = sub.add_parser("serve", help="run the OpenAI-compatible proxy")
     serve.add_argument("--host", help="bind address (DMT_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
@@ -243,24 +248,52 @@ def build_parser() -> argparse.ArgumentParser:
         help="afterwards keep the proxy up and print its review console's URL (until Ctrl-C)",
     )  # fmt: skip
     demo.set_defaults(func=cmd_demo)
-    return parser
+
+
+def global_options(parser: argparse.ArgumentParser) -> None:
+    """The flags given before the command."""
+    parser.add_argument("--state-dir", type=Path, help="state directory (DMT_STATE_DIR)")
+    parser.add_argument("--cache-dir", type=Path, help="model cache (DMT_CACHE_DIR)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """``Settings`` from ``DMT_*``, with the flags that twin a variable on top."""
+    overrides = {
+        k: getattr(args, k, None)
+        for k in ("state_dir", "cache_dir", "host", "port", "policy_file", "worker")
+    }
+    return Settings.from_env(**overrides)
+
+
+GROUPS: tuple[CommandGroup, ...] = (
+    CommandGroup(
+        register,
+        (
+            "serve",
+            "console",
+            "reviews",
+            "calibrate",
+            "worker",
+            "models",
+            "audit-backfill",
+            "tenants",
+            "demo",
+        ),
+    ),
+)
+
+CLI = Cli(prog="dmt-proxy", description=__doc__ or "", groups=GROUPS, options=global_options,
+          settings=settings_from_args)  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dmt-proxy`` argument parser."""
+    return CLI.build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        overrides = {
-            k: getattr(args, k, None)
-            for k in ("state_dir", "cache_dir", "host", "port", "policy_file", "worker")
-        }
-        settings = Settings.from_env(**overrides)
-        return int(args.func(args, settings))
-    except ConfigError as exc:
-        print(f"dmt-proxy: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """Run ``dmt-proxy``."""
+    return CLI.main(argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from dmt_proxy.cli.bench_cli import Terminated, sigterm_interrupts
+from dmt_proxy.cli.framework import Terminated, sigterm_interrupts
 
 
 def test_sigterm_cancels_the_running_coroutine_and_the_handler_is_restored() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from dmt_proxy.bench.iat.results import (
 from dmt_proxy.bench.iat.runner import SamplingConfig, run_trials
 from dmt_proxy.bench.iat.stimuli import Category, CategoryName, load_stimuli
 from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
+from dmt_proxy.cli.framework import Cli, CommandGroup
 from dmt_proxy.errors import ConfigError, UpstreamError
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import UpstreamCall
@@ -46,16 +46,15 @@ def _category_of(candidates: list[str]) -> Category:
     raise AssertionError(f"no category holds {candidates}")
 
 
+IAT_ONLY = Cli(
+    prog="dmt-bench", description="", groups=(CommandGroup(register, ("iat", "iat-drift")),)
+)
+"""``dmt-bench`` with only the IAT commands (siblings' command groups are not under test)."""
+
+
 def bench_main(argv: list[str]) -> int:
-    """``dmt-bench`` with only the IAT commands (siblings' command groups are not under test)."""
-    parser = argparse.ArgumentParser(prog="dmt-bench")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except ConfigError as exc:  # as dmt_proxy.cli.bench_cli.main does
-        print(f"dmt-bench: error: {exc}", file=sys.stderr)
-        return 2
+    """``dmt-bench`` with only the IAT commands, on the CLIs' own framework."""
+    return IAT_ONLY.main(argv)
 
 
 def _first_position(sentence: str, words: tuple[str, ...]) -> int:
