@@ -21,7 +21,7 @@ a store does I/O.
 A plugin also says how the contract tests build it: ``contract_config`` (a
 classmethod returning the config the kind's contract test builds it from; its
 arguments, if any, are the test resources the kind offers, see each registry).
-The contract tests (``tests/unit/test_memory_contract.py``,
+The contract tests (``tests/integration/test_memory_contract.py``,
 ``test_upstream_contract.py``, ``test_dib_domain_contract.py``,
 ``test_auditor_contract.py``) run over every name ``names()`` lists, built-in or
 installed, with that configuration; an installed plugin that declares none is

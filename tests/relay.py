@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.proxy_process import free_port
+from dmt_proxy.bench.harness.proxy import free_port
 
 
 class RecordingRelay:

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:

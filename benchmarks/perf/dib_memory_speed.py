@@ -66,7 +66,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, python, start, stop
+from _procs import python, start, stop
 from _results import finite
 
 from dmt_proxy.bench.auditor_eval.dataset import load_items
@@ -75,7 +75,7 @@ from dmt_proxy.bench.dib.runner import by_context
 from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ask
 from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.harness.proxy import ProxyClient
+from dmt_proxy.bench.harness.proxy import ProxyClient, free_port
 from dmt_proxy.bench.stats import mean, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 

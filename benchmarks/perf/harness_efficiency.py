@@ -67,7 +67,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, python, start, stop
+from _procs import python, start, stop
 from _results import finite
 from harness_efficiency_report import markdown
 
@@ -76,7 +76,7 @@ from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode, ask
 from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.harness.proxy import ProxyClient
+from dmt_proxy.bench.harness.proxy import ProxyClient, free_port
 from dmt_proxy.bench.stats import mean, percentile, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 

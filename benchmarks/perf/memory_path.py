@@ -57,10 +57,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, python, start, stop
+from _procs import python, start, stop
 from _results import finite
 from memory_path_report import TARGETS, markdown
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.bench.stats import percentile
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"

@@ -36,8 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, python, start, stop
+from _procs import python, start, stop
 from loadgen import LoadResult, run_load
+
+from dmt_proxy.bench.harness.proxy import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 TARGETS = ("direct", "dmt-proxy", "dmt-proxy-responses", "dmt-proxy-messages", "litellm-proxy")

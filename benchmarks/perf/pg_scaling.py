@@ -45,8 +45,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, python, start, stop
+from _procs import python, start, stop
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[2]

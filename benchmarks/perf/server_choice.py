@@ -31,8 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _procs import free_port, start, stop
+from _procs import start, stop
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.launcher import server_binary
 from dmt_proxy.upstream.local_models import get_model, model_path

@@ -19,7 +19,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import yaml
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.cli.demo_view import (
     INDENT,
     MemoryRow,
@@ -426,9 +426,3 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -8,7 +8,7 @@ costs nothing until it is created (see ``dmt_proxy.plugins``).
 A backend subclasses ``BackendPlugin``: an ``Options`` model and
 ``open(config, options)``; the kind's factory, ``from_config(config)`` (a
 coroutine), validates ``config.options`` against ``Options`` and opens it. Its
-``contract_config(env)`` says how ``tests/unit/test_memory_contract.py`` opens it
+``contract_config(env)`` says how ``tests/integration/test_memory_contract.py`` opens it
 (default: no options), from the resources of a ``ContractEnv``.
 """
 

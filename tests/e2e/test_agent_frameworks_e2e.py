@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.proxy_process import ProxyProcess, free_port
-from tests.reliability.harness import (
+from tests.proxy_process import (
     ADMIN,
     CLEAN_VERDICT,
     FakeUpstream,
+    ProxyProcess,
     admin_memories,
     proxy_env,
     wait_outbox_empty,
@@ -94,27 +93,11 @@ class ScriptedEndpoint:
     api_base: str
 
 
-def _start_tool_upstream(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dmt_proxy.testing.tool_upstream", "--port", str(port),
-         "--tool-steps", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).raise_for_status()
-            return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the tool-loop upstream did not start")
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("frameworks")
-    tool_port = free_port()
-    tool = _start_tool_upstream(tool_port)
+    tool = FakeUpstream(("--tool-steps", "1"), module="dmt_proxy.testing.tool_upstream").start()
+    tool_port = tool.port
     auditor = FakeUpstream(("--answer", CLEAN_VERDICT)).start()
     # The snippets' model name is declared as a policy alias at the scripted upstream (an
     # alias wins over the embedded model of the same name), so its requests reach the
@@ -131,8 +114,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         proxy.stop()
         auditor.stop()
-        tool.terminate()
-        tool.wait(timeout=10)
+        tool.stop()
 
 
 @pytest.mark.parametrize("snippet", TOOL_SNIPPETS)

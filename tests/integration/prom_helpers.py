@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from dmt_proxy.bench.harness.proxy import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS_FILE = REPO / "deploy" / "prometheus" / "alerts.yml"
@@ -142,13 +143,6 @@ def write_test_config(
     config_file = dest / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     return PrometheusTestConfig(config_file, rules_file, target, job)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -18,35 +18,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from dmt_proxy.bench.harness.proxy import free_port
+from tests.proxy_process import FakeUpstream
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def slow_upstream() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dmt_proxy.testing.upstream_server", "--port", str(port),
-         "--delay-s", "60"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    fake = FakeUpstream(("--delay-s", "60")).start()
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        yield url + "/v1"
+        yield fake.api_base
     finally:
-        proc.kill()  # it would wait out the minute-long request the killed run left open
-        proc.wait(timeout=10)
+        fake.kill()  # it would wait out the minute-long request the killed run left open
 
 
 def test_sigterm_marks_the_run_stopped_with_its_time(tmp_path: Path, slow_upstream: str) -> None:

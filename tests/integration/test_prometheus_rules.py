@@ -20,11 +20,11 @@ import pytest
 import yaml
 from prometheus_client import start_http_server
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.metrics import Metrics
 from tests.integration.prom_helpers import (
     ALERTS_FILE,
     PrometheusServer,
-    free_port,
     parse_duration,
     scale_expr,
     short_window_rules,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy_process import free_port
+from dmt_proxy.bench.harness.proxy import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -284,7 +284,7 @@ def render_markdown(meta: dict[str, Any], data: AdversarialSet, judged: dict[str
     lines += [
         "",
         "Forged tags in the rendered memory block are measured separately and are 0 by "
-        "construction (tests/unit/test_rel_adversarial.py): the numbers above are about the "
+        "construction (tests/reliability/test_rel_adversarial.py): the numbers above are about the "
         "auditor model's judgement only.",
         "",
     ]

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy_process import WorkerProcess
-from tests.reliability.harness import FakeUpstream
+from tests.proxy_process import FakeUpstream, WorkerProcess
 
 _MEASUREMENTS: list[str] = []
 

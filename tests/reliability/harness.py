@@ -1,122 +1,25 @@
-"""Shared pieces of the reliability suite: fake upstream processes, policies, metrics, RSS, load.
+"""Pieces of the reliability suite: a proxy with a clean fake auditor, metrics, RSS, load.
 
-The upstream here is the shipped fake server (``python -m dmt_proxy.testing.upstream_server``),
-an instant OpenAI-compatible server that is not a model. These tests are about how the
-proxy handles failures, and the fake produces them on demand (5xx, delays, truncated
-streams, a canned reply that is or is not a valid auditor verdict).
+The processes, the policy and the admin calls are shared with the other suites
+(``tests/proxy_process.py``). The upstream here is the shipped fake server
+(``python -m dmt_proxy.testing.upstream_server``), an instant OpenAI-compatible server
+that is not a model. These tests are about how the proxy handles failures, and the fake
+produces them on demand (5xx, delays, truncated streams, a canned reply that is or is
+not a valid auditor verdict).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.proxy_process import ProxyProcess, free_port
-
-ADMIN_KEY = "reliability-admin-key"
-ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
-
-CLEAN_VERDICT = json.dumps(
-    {"rationale": "A neutral request; no social group is generalized about.",
-     "bias_detected": False, "bias_type": None, "target_group": "", "tendency": "", "score": 0.0}
-)  # fmt: skip
-"""A schema-valid 'no bias' verdict: the fake upstream answers it when it stands in for
-the auditor, so audits complete (status ``clean``) without a model."""
-
-
-@dataclass
-class FakeUpstream:
-    """One fake upstream server process on a free port."""
-
-    args: tuple[str, ...] = ()
-    port: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self, timeout_s: float = 30.0) -> FakeUpstream:
-        self.port = self.port or free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dmt_proxy.testing.upstream_server", "--port", str(self.port),
-             *self.args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"fake upstream {self.args} exited with {self.proc.returncode}")
-            try:
-                httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).raise_for_status()
-                return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError(f"fake upstream {self.args} not healthy in {timeout_s}s")
-
-    def requests(self) -> int:
-        """Chat requests this server has received (its retry counter)."""
-        return int(httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=5).json()["requests"])
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-def write_policy(
-    path: Path,
-    *,
-    models: Mapping[str, FakeUpstream],
-    default_model: str,
-    mode: str = "dmt",
-    backend: str = "memory",
-    audit: Mapping[str, Any] | None = None,
-) -> Path:
-    """A policy whose aliases are ``openai/<alias>`` at the given fake upstreams."""
-    policy = {
-        "version": 1,
-        "name": "reliability",
-        "mode": mode,
-        "default_model": default_model,
-        "models": {
-            alias: {"model": f"openai/{alias}", "api_base": fake.api_base}
-            for alias, fake in models.items()
-        },
-        "memory": {"backend": backend, "top_k": 3},
-        "audit": {"tau": 0.5, "auditor_model": default_model, "timeout_s": 10,
-                  "max_attempts": 3, **(audit or {})},
-    }  # fmt: skip
-    path.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def proxy_env(**extra: str) -> dict[str, str]:
-    """Environment for a reliability proxy: admin key, no provider routes, quiet logs."""
-    return {
-        "DMT_ADMIN_KEY": ADMIN_KEY,
-        # A fuzzed model name must never reach a hosted provider (no network but loopback),
-        "DMT_ALLOW_PROVIDER_MODELS": "false",
-        # nor an embedded llama-server: local/* aliases point at a closed port.
-        "DMT_MODELS_PORT_BASE": str(free_port()),
-        "DMT_LOG_LEVEL": "warning",
-        **extra,
-    }
+from tests.proxy_process import CLEAN_VERDICT, FakeUpstream, ProxyProcess, proxy_env, write_policy
 
 
 def proxy_with_clean_auditor(
@@ -152,24 +55,6 @@ def rss_mib(pid: int) -> tuple[float, float]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0]) / 1024.0
     return fields["VmRSS"], fields["VmHWM"]
-
-
-def admin_memories(base_url: str, user: str) -> list[dict[str, Any]]:
-    resp = httpx.get(f"{base_url}/memories", params={"user": user}, headers=ADMIN, timeout=30)
-    resp.raise_for_status()
-    return list(resp.json()["data"])
-
-
-def wait_outbox_empty(base_url: str, timeout_s: float) -> float:
-    """Poll the admin API until every acknowledged write is stored and audited; seconds taken."""
-    started = time.monotonic()
-    depth = -1
-    while time.monotonic() - started < timeout_s:
-        depth = httpx.get(f"{base_url}/admin/outbox", headers=ADMIN, timeout=10).json()["depth"]
-        if depth == 0:
-            return time.monotonic() - started
-        time.sleep(0.25)
-    raise AssertionError(f"outbox still holds {depth} row(s) after {timeout_s}s")
 
 
 @dataclass

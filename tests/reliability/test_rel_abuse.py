@@ -24,17 +24,16 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import app_client
 from dmt_proxy.testing.upstream_server import create_fake_upstream
 from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
-from tests.proxy_process import ProxyProcess
-from tests.reliability.harness import (
+from tests.proxy_process import (
     ADMIN,
     FakeUpstream,
+    ProxyProcess,
     admin_memories,
     proxy_env,
-    proxy_with_clean_auditor,
-    rss_mib,
     wait_outbox_empty,
     write_policy,
 )
+from tests.reliability.harness import proxy_with_clean_auditor, rss_mib
 
 LIMIT = 4 * 1024 * 1024  # DMT_MAX_BODY_BYTES default
 ROUNDS = 4

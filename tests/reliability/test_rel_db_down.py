@@ -19,17 +19,16 @@ import pytest
 import yaml
 
 from dmt_proxy.testing.pg import PgCluster, find_bindir
-from tests.proxy_process import ProxyProcess
-from tests.reliability.harness import (
+from tests.proxy_process import (
     CLEAN_VERDICT,
     FakeUpstream,
+    ProxyProcess,
     admin_memories,
-    metric,
     proxy_env,
-    scrape,
     wait_outbox_empty,
     write_policy,
 )
+from tests.reliability.harness import metric, scrape
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -34,17 +34,17 @@ from dmt_proxy.testing.app import InProcessApp
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.fixtures import OpenApp
-from tests.proxy_process import ProxyProcess
-from tests.reliability.harness import (
+from tests.proxy_process import (
     ADMIN,
     CLEAN_VERDICT,
     FakeUpstream,
-    LoadRun,
+    ProxyProcess,
     admin_memories,
     proxy_env,
     wait_outbox_empty,
     write_policy,
 )
+from tests.reliability.harness import LoadRun
 
 # -- 1. SIGKILL mid-load -----------------------------------------------------------
 

@@ -21,22 +21,22 @@ from typing import Any
 import httpx
 import pytest
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import InProcessApp, app_client
 from dmt_proxy.testing.upstream_server import FakeUpstreamConfig, create_fake_upstream
 from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
-from tests.proxy_process import ProxyProcess, free_port
-from tests.reliability.harness import (
+from tests.proxy_process import (
     ADMIN,
     FakeUpstream,
+    ProxyProcess,
     admin_memories,
-    metric,
     proxy_env,
-    scrape,
     write_policy,
 )
+from tests.reliability.harness import metric, scrape
 
 RETRIES = 2
 TIMEOUT_S = 0.5

@@ -23,10 +23,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.proxy_process import ProxyProcess, WorkerProcess
-from tests.reliability.harness import (
+from tests.proxy_process import (
     CLEAN_VERDICT,
     FakeUpstream,
+    ProxyProcess,
+    WorkerProcess,
     admin_memories,
     proxy_env,
     wait_outbox_empty,

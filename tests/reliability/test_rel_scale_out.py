@@ -14,11 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.proxy_process import ProxyProcess, WorkerProcess
-from tests.reliability.harness import (
+from tests.proxy_process import (
     ADMIN,
     CLEAN_VERDICT,
     FakeUpstream,
+    ProxyProcess,
+    WorkerProcess,
     admin_memories,
     proxy_env,
     wait_outbox_empty,

@@ -27,12 +27,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.proxy_process import ProxyProcess
-from tests.reliability.harness import (
-    ADMIN,
-    FakeUpstream,
-    proxy_with_clean_auditor,
-)
+from tests.proxy_process import ADMIN, FakeUpstream, ProxyProcess
+from tests.reliability.harness import proxy_with_clean_auditor
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,9 @@ check them): only ``dmt_proxy/api/`` imports FastAPI or Starlette, the plain typ
 import only plain types, no service imports the pipeline, the API or the CLI, the
 upstream seam imports no other service, ``audit/`` imports nothing of the memory side
 and the memory side only the audit's seam, and module-level imports have no cycle.
-One rule is also checked by running it: each plain type, imported alone in a fresh
-interpreter, loads only plain types (package ``__init__`` files included). Where the
+One rule is also checked by running it, in a fresh interpreter
+(``tests/integration/test_fresh_imports.py``): each plain type, imported alone, loads
+only plain types (package ``__init__`` files included). Where the
 code still bends, the exception is listed here with its reason and in the page's
 "Where the code still bends"; an exception that no longer applies fails, so the list
 only shrinks.
@@ -18,8 +19,6 @@ import ast
 import importlib
 import importlib.util
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -214,7 +213,7 @@ def test_every_registry_is_documented() -> None:
         row = next((r for r in rows if f"`{name}`" in r), None)
         assert row is not None, f"{name} ({path}) has no row in the plugin table"
         assert f"`{path}`" in row and f"`{registry.group}`" in row, row
-        tests = re.findall(r"`(tests/unit/test_\w+_contract\.py)`", row)
+        tests = re.findall(r"`(tests/(?:unit|integration)/test_\w+_contract\.py)`", row)
         assert tests and (ROOT / tests[0]).is_file(), f"{name}: no contract test in {row}"
 
 
@@ -243,27 +242,11 @@ def test_plain_types_import_only_plain_types() -> None:
     assert problems == []
 
 
-def _is_plain_package(module: str) -> bool:
+def is_plain_package(module: str) -> bool:
     """A package whose ``__init__`` imports nothing but plain types (it runs first)."""
     return modules()[module].name == "__init__.py" and all(
         i.target in PLAIN_TYPES for i in imports(module) if within(i.target, "dmt_proxy")
     )
-
-
-@pytest.mark.parametrize("module", sorted(PLAIN_TYPES))
-def test_importing_a_plain_type_loads_only_plain_types(module: str) -> None:
-    # Transitively and at run time, package __init__ files included: what the ast rule
-    # above cannot see (an __init__ re-exporting a registry loads the registry).
-    code = (
-        "import sys, importlib; importlib.import_module(sys.argv[1]); "
-        "print(sorted(m for m in sys.modules if m.startswith('dmt_proxy')))"
-    )
-    done = subprocess.run([sys.executable, "-c", code, module], capture_output=True,
-                          text=True, check=True, cwd=ROOT)  # fmt: skip
-    loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
-    assert module in loaded
-    beyond = [m for m in loaded if m not in PLAIN_TYPES and not _is_plain_package(m)]
-    assert beyond == [], f"importing {module} loads {beyond}"
 
 
 def _upward(module: str) -> set[str]:

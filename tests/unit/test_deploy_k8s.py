@@ -8,8 +8,6 @@ checked structurally, and the PrometheusRule's groups must equal alerts.yml.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +78,6 @@ def test_prometheusrule_groups_equal_alerts_yml() -> None:
         assert set(group) <= {"name", "interval", "rules", "limit", "partial_response_strategy"}
         for r in group["rules"]:
             assert set(r) <= {"alert", "record", "expr", "for", "labels", "annotations"}
-
-
-def test_generated_manifests_are_in_sync() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(K8S / "sync.py"), "--check"], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
 
 
 def test_configmap_carries_the_deployment_policy(tmp_path: Path) -> None:

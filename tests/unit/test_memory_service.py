@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +33,6 @@ from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.turns import MemoryAccess
 from dmt_proxy.upstream.base import ModelEndpoint
-from tests.unit.test_architecture_doc import AUDIT_SEAM
 
 PACKAGE = Path(dmt_proxy.__file__).parent
 ALICE, BOB = Scope(user="alice"), Scope(user="bob")
@@ -203,26 +200,6 @@ def test_memory_routes_only_call_the_service() -> None:
     beyond_api = {m for m in ours if not m.startswith("dmt_proxy.api")}
     # Plain types and errors, and the service: no outbox, worker, auditor or backend.
     assert beyond_api == {"dmt_proxy.errors", "dmt_proxy.memory.base", "dmt_proxy.memory.service"}
-
-
-"""What of ``audit/`` the memory side may use: the ``Auditor`` protocol and the verdict types."""
-
-
-def test_the_memory_side_loads_only_the_audit_seam() -> None:
-    # The import rules themselves are read from the source in test_architecture_doc.py;
-    # this checks what actually gets loaded, package __init__ files included.
-    # The memory package loads nothing of audit/; the write path only its seam, never
-    # the service; the service not the audit pipeline.
-    code = (
-        "import sys, dmt_proxy.memory\n"
-        "assert not [m for m in sys.modules if m.startswith('dmt_proxy.audit')]\n"
-        "import dmt_proxy.memory.write.worker, dmt_proxy.memory.write.backfill\n"
-        "assert 'dmt_proxy.memory.service' not in sys.modules\n"
-        "import dmt_proxy.memory.service\n"
-        f"extra = {{m for m in sys.modules if m.startswith('dmt_proxy.audit.')}} - {set(AUDIT_SEAM)!r}\n"
-        "assert not extra, extra\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent)
 
 
 @pytest.mark.parametrize("retrieval", ["search", "recent"])

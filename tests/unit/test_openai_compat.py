@@ -77,48 +77,6 @@ async def test_unreachable() -> None:
     await model.aclose()
 
 
-def test_streams_reuse_the_upstream_connection() -> None:
-    """A stream read to [DONE] hands its connection back to the pool (real TCP server).
-
-    Stopping at [DONE] used to close the connection, so every streamed request paid a
-    new TCP connect to the upstream; the fake server counts distinct client sockets.
-    """
-    import asyncio
-    import dataclasses
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_fake_upstream(), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        base = f"http://127.0.0.1:{port}/v1"
-        call = dataclasses.replace(CALL, endpoint=FAST.model_copy(update={"api_base": base}))
-
-        async def run() -> None:
-            model = OpenAICompatChatModel()
-            for _ in range(5):
-                assert "".join([c.text() async for c in model.stream(call)]) == ANSWER
-            await model.aclose()
-
-        asyncio.run(run())
-        health = httpx.get(f"http://127.0.0.1:{port}/health").json()
-        assert health["requests"] == 5 and health["connections"] == 1
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 # What a provider might send beyond the OpenAI fields: all of it must reach the client.
 PROVIDER_COMPLETION = {
     "choices": [{

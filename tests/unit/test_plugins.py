@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 import tomllib
@@ -142,37 +138,6 @@ def test_an_outside_package_registers_through_its_entry_point(
     assert registry.get("cog").name == "cog"
 
 
-LAZY = textwrap.dedent("""
-    import json, sys
-    from dmt_proxy.memory.registry import create_backend, known_backends
-    from dmt_proxy.memory.registry import backend_class
-    from dmt_proxy.audit.registry import known_auditors
-    from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
-    from dmt_proxy.upstream.clients import client_class, known_clients
-    out = {"names": [known_backends(), known_auditors(), DIB_DOMAINS.names(), known_clients()]}
-    backend_class("memory")
-    client_class("litellm")  # its module is imported; litellm itself only on the first call
-    heavy = ("mem0", "langgraph", "langmem", "qdrant_client", "litellm", "torch")
-    out["loaded"] = sorted(m for m in heavy if m in sys.modules)
-    out["dib"] = sorted(m for m in sys.modules if m.startswith("dmt_proxy.bench.dib.domains."))
-    print(json.dumps(out))
-""")
-
-
-def test_listing_plugins_imports_none_of_the_heavy_ones() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    backends, auditors, dib, clients = out["names"]
-    assert {"memory", "mem0", "langmem", "letta"} <= set(backends)
-    assert {"auto", "litellm", "openai-compat"} <= set(clients)
-    assert {"llm", "scripted"} <= set(auditors) and len(dib) == 9
-    assert out["loaded"] == []
-    assert out["dib"] == ["dmt_proxy.bench.dib.domains.base"]
-
-
 # Built-ins are declared as entry points, in pyproject.toml, like outside plugins.
 
 REGISTRIES = {
@@ -221,65 +186,3 @@ def test_a_plugin_without_contract_config_says_why_it_cannot_be_tested(
     _write_plugin(plugin_dir, plugin, host, "bare")
     with pytest.raises(LookupError, match=rf"widget 'bare' \(from {plugin}\) declares no contract"):
         __import__(host).REGISTRY.contract_config("bare")
-
-
-INSTALLED = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
-    from dmt_proxy import plugins
-    print(json.dumps({"source": plugins._source_declaration(),
-                      "builtins": plugins.declared_builtins("dmt_proxy.auditors"),
-                      "outside": plugins.outside_plugins("dmt_proxy.auditors")}))
-""")
-
-
-def test_an_installed_wheel_reads_its_builtins_from_its_metadata(tmp_path: Path) -> None:
-    # The layout pip leaves for a wheel: the package and its dist-info, no pyproject.toml.
-    site = tmp_path / "site"
-    (site / "dmt_proxy").mkdir(parents=True)
-    for name in ("__init__.py", "plugins.py", "errors.py"):
-        shutil.copy(ROOT / "dmt_proxy" / name, site / "dmt_proxy" / name)
-    dist = site / "dmt_proxy-0.1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dmt-proxy\nVersion: 0.1.0\n")
-    (dist / "entry_points.txt").write_text("[dmt_proxy.auditors]\nllm = dmt_proxy.audit.auditor\n")
-    # -S: no site-packages, so a dmt-proxy installed there (editable) is not seen.
-    proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", INSTALLED, str(site)],
-        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
-    assert out["source"] is None
-    assert out["builtins"] == {"llm": "dmt_proxy.audit.auditor"}
-    assert "llm" not in out["outside"]  # dmt-proxy's own entry points are never "outside"
-
-
-def test_an_installed_auditor_without_contract_config_is_skipped(
-    plugin_dir: Path, unique: str
-) -> None:
-    (plugin_dir / f"{unique}_auditor.py").write_text(
-        textwrap.dedent("""
-            from dmt_proxy.audit.registry import register_auditor
-
-            @register_auditor("bare")
-            class Bare:
-                @classmethod
-                def from_config(cls, config):
-                    return cls()
-        """),
-        encoding="utf-8",
-    )
-    dist = plugin_dir / f"{unique}-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {unique}\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(f"[dmt_proxy.auditors]\nbare = {unique}_auditor\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_dir), str(ROOT)])}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-k", "bare",
-         str(ROOT / "tests" / "unit" / "test_auditor_contract.py")],
-        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT, env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "failed" not in proc.stdout and "skipped" in proc.stdout
-    assert f"auditor 'bare' (from {unique}_auditor) declares no contract_config" in proc.stdout

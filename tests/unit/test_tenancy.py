@@ -3,15 +3,14 @@
 In-process app with the shipped in-memory backend, scripted auditor and scripted
 chat model (fakes: the property is about scoping in the proxy, not model output).
 The scripted model records every upstream prompt, which is where a leak would show.
-The cross-tenant property runs again on the ``postgres`` backend and outbox (a real
-server from ``dmt_proxy/testing/pg.py``), where the scope filter is SQL.
+The cross-tenant property runs again on the ``postgres`` backend and outbox in
+``tests/integration/test_tenancy_postgres.py``, where the scope filter is SQL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,9 @@ from hypothesis import strategies as st
 from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import Tenants, hash_key
 from dmt_proxy.audit.schema import AuditVerdict
-from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.in_memory import InMemoryBackend
-from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor
@@ -145,34 +142,3 @@ def test_no_cross_tenant_reads(tmp_path_factory: pytest.TempPathFactory,
     tmp = tmp_path_factory.mktemp("tenancy")
     app, chat = make_app(tmp)
     asyncio.run(check_no_cross_tenant_reads(app, chat, writes))
-
-
-@pytest.fixture(scope="module")
-def embedder() -> LocalEmbedder:
-    return LocalEmbedder()
-
-
-@pytest.mark.postgres
-@settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(writes=TENANT_WRITES)
-def test_no_cross_tenant_reads_on_postgres(
-    tmp_path_factory: pytest.TempPathFactory,
-    pg_dsn: str,
-    embedder: LocalEmbedder,
-    writes: list[tuple[str, str]],
-) -> None:
-    """The same property with the memory store and the outbox in PostgreSQL."""
-    tmp = tmp_path_factory.mktemp("tenancy-pg")
-    # Each example gets its own tables in the test's database (a prefix of its own).
-    memory = {"backend": "postgres", "options": {"table_prefix": f"t{uuid.uuid4().hex[:8]}_"}}
-
-    async def scenario() -> None:
-        config = BackendConfig(state_dir=tmp, embedder=embedder,
-                               options={**memory["options"], "dsn": pg_dsn})  # fmt: skip
-        backend = await create_backend("postgres", config)
-        app, chat = make_app(tmp, backend, memory, database_url=pg_dsn)
-        await check_no_cross_tenant_reads(app, chat, writes)  # closes the backend on exit
-
-    asyncio.run(scenario())

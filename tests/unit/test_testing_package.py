@@ -8,9 +8,6 @@ public ``script()``, never by writing its private attributes.
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -48,20 +45,6 @@ def test_no_production_module_imports_the_fakes() -> None:
         and any(m.startswith("dmt_proxy.testing") for m in imported_modules(path))
     ]
     assert offenders == []
-
-
-def test_the_fakes_import_without_pytest() -> None:
-    code = textwrap.dedent("""
-        import sys
-        import dmt_proxy.testing.app, dmt_proxy.testing.auditor, dmt_proxy.testing.chat
-        import dmt_proxy.testing.dib, dmt_proxy.testing.sim, dmt_proxy.testing.upstream_server
-        print("pytest" in sys.modules)
-    """)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_the_scripted_auditor_is_still_a_selectable_plugin() -> None:

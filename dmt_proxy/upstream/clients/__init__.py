@@ -20,7 +20,7 @@ under the ``dmt_proxy.upstream_clients`` entry-point group like outside ones:
 ``from_config(settings: Settings) -> OwnedChatModel`` (the settings are the kind's
 config), says in ``provider_models`` whether it reaches litellm provider names
 (``anthropic/claude-3-haiku``), and declares in ``contract_config(state_dir)`` the
-settings ``tests/unit/test_upstream_contract.py`` builds it from (``ClientPlugin``
+settings ``tests/integration/test_upstream_contract.py`` builds it from (``ClientPlugin``
 gives plain settings).
 """
 

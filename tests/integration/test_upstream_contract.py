@@ -14,15 +14,12 @@ to, which is what this contract is about; real models are exercised in
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.settings import Settings
@@ -36,7 +33,7 @@ from dmt_proxy.upstream.clients import (
     known_clients,
 )
 from dmt_proxy.upstream.factory import build_chat_model
-from tests.proxy_process import free_port
+from tests.proxy_process import FakeUpstream
 
 # litellm's stream handler builds a pydantic schema of its own ``ReadOnly`` TypedDicts on
 # the first streamed chunk, and pydantic warns about the qualifier: third-party, harmless.
@@ -50,26 +47,11 @@ MESSAGES = [{"role": "user", "content": "Say something."}]
 
 def _serve(*args: str) -> Iterator[str]:
     """A fake upstream process; yields its ``/v1`` base URL and stops it afterwards."""
-    port = free_port()
-    # Started by module name, so the test follows the fake wherever it is shipped.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", fake_server.__name__, "--port", str(port), *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    fake = FakeUpstream(args, module=fake_server.__name__).start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"fake upstream {args} exited with {proc.returncode}"
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, f"fake upstream {args} never became healthy"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield fake.api_base
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        fake.stop()
 
 
 @pytest.fixture(scope="module")
