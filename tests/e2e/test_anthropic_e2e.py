@@ -21,8 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.proxy_process import ProxyProcess
-from tests.reliability.harness import ADMIN, ADMIN_KEY, admin_memories, wait_outbox_empty
+from tests.proxy_process import ADMIN, ADMIN_KEY, ProxyProcess, admin_memories, wait_outbox_empty
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 GREEDY = {"temperature": 0}

@@ -13,7 +13,6 @@ refreshes the ones the README shows).
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 import uvicorn
 
 from dmt_proxy.api import create_app
+from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
@@ -57,12 +57,6 @@ class Live:
     url: str
     app: Any
     chat: ScriptedChatModel
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
