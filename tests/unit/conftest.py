@@ -67,12 +67,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
-    return (yield from _guarded())
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    # After the session's last test, pytest also tears down the session's fixtures, and
+    # those belong to the other folders (a PostgreSQL server or a model server they
+    # started, stopped by a process of its own): that teardown is not the unit test's.
+    return (yield from _guarded(active=nextitem is not None))
 
 
-def _guarded() -> Generator[None, object, object]:
-    _GUARD.active = True
+def _guarded(*, active: bool = True) -> Generator[None, object, object]:
+    _GUARD.active = active
     try:
         return (yield)
     finally:
