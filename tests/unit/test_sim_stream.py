@@ -143,7 +143,7 @@ def untimed(turns: list[StreamTurn]) -> list[StreamTurn]:
     return [
         t.model_copy(
             update={"attempts": [a.model_copy(update={"latency_s": 0.0}) for a in t.attempts]}
-        )  # fmt: skip
+        )
         for t in turns
     ]
 
