@@ -50,6 +50,12 @@ def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
     return cmd_serve(args, settings)
 
 
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from dmt_proxy.mcp_server import stdio
+
+    return stdio.main(settings, user_id=args.user_id)
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace, Settings], int]:
     """A command of ``dmt_proxy.cli.reviews``, imported when it runs (it loads the stores)."""
 
@@ -189,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--policy", dest="policy_file", type=Path,
                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
     worker.set_defaults(func=cmd_worker)
+
+    mcp = sub.add_parser("mcp", help="serve the MCP memory tools on stdin/stdout (desktop agents)")
+    mcp.add_argument("--user-id", help="the user when a tool call names none")
+    mcp.add_argument("--policy", dest="policy_file", type=Path,
+                     help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    mcp.set_defaults(func=cmd_mcp)
 
     models = sub.add_parser("models", help="pull, start, stop or list the embedded local models")
     models.add_argument("action", choices=["pull", "start", "stop", "status"])
