@@ -12,6 +12,7 @@ memories with their tags, exactly as chat retrieval shows them) and mem0's JSON 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -56,8 +57,14 @@ def _found(found: Found) -> CallToolResult:
 
 def build_mcp_server(tools: MemoryTools, identify: Identify) -> MCPServer:
     """The MCP server whose tools call ``tools`` as the caller ``identify`` names."""
+    # The SDK's constructor calls logging.basicConfig (a rich handler on the root logger):
+    # the proxy's logging is the CLI's to configure, so the root logger is put back.
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     server: MCPServer = MCPServer("dmt-proxy memory", version=__version__,
                                   instructions=INSTRUCTIONS)  # fmt: skip
+    root.setLevel(level)
+    root.handlers[:] = handlers
 
     @server.tool(description="Store a new preference, fact, or conversation snippet.")
     async def add_memory(

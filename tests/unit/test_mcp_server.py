@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +27,8 @@ from mcp.types import CallToolResult, TextContent
 from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import hash_key
 from dmt_proxy.audit.schema import AuditVerdict
+from dmt_proxy.mcp_server.server import build_mcp_server
+from dmt_proxy.mcp_server.tools import Caller, MemoryTools
 from dmt_proxy.memory.base import MAX_TEXT_CHARS
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
@@ -274,3 +277,12 @@ async def _scope_property(
             entry = await app.state.memory.get(memory_id)
             assert (entry is None) == (owner == (tenant, user))
             assert entry is None or "stolen" not in entry.text
+
+
+def test_building_the_server_leaves_the_root_logger_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK configures logging in its constructor; the proxy's logging is the CLI's."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # as in a process nobody configured yet
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    build_mcp_server(MemoryTools.__new__(MemoryTools), lambda _ctx: Caller())  # tools unused
+    assert root.handlers == [] and root.level == logging.WARNING
