@@ -131,6 +131,17 @@ class MemoryTools:
             reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
             raise ToolInputError(param, reason) from None
 
+    def _listing_scope(
+        self, caller: Caller, filters: Mapping[str, Any] | None, user_id: str | None
+    ) -> Scope:
+        """The scope of a search or a listing: its ``filters``' user, or ``user_id``."""
+        named = filter_user(filters)
+        if named is None:
+            return self.scope(caller, user_id)
+        if user_id is not None and user_id != named:
+            raise ToolInputError("user_id", "differs from the user_id in filters")
+        return self.scope(caller, named, "filters")
+
     def _shown(self, entry: MemoryEntry, caller: Caller) -> dict[str, Any]:
         user = entry.user
         if caller.tenant and user.startswith(f"{caller.tenant}/"):
@@ -175,9 +186,7 @@ class MemoryTools:
     async def search_memories(self, caller: Caller, query: str, filters: Mapping[str, Any] | None = None,
                               limit: int | None = None, user_id: str | None = None) -> Found:  # fmt: skip
         """The caller's stored memories most relevant to ``query``."""
-        scope = self.scope(
-            caller, filter_user(filters) or user_id, "filters" if filters else "user_id"
-        )
+        scope = self._listing_scope(caller, filters, user_id)
         entries = await self._memory.search(
             scope, _text(query, "query"), _count(limit, "limit", self._top_k)
         )
@@ -188,9 +197,7 @@ class MemoryTools:
                            page: int | None = None, page_size: int | None = None,
                            user_id: str | None = None) -> Found:  # fmt: skip
         """A page of the caller's memories, oldest first (queued ones too, ``pending``)."""
-        scope = self.scope(
-            caller, filter_user(filters) or user_id, "filters" if filters else "user_id"
-        )
+        scope = self._listing_scope(caller, filters, user_id)
         if page is not None and (isinstance(page, bool) or not isinstance(page, int) or page < 1):
             raise ToolInputError("page", "must be an integer from 1")
         number, size = page or 1, _count(page_size, "page_size", 10)

@@ -183,6 +183,7 @@ async def test_bad_arguments_are_tool_errors_naming_them(tmp_path: Path) -> None
             ("search_memories", {"query": "q", "user_id": "a", "limit": 0}, "limit"),
             ("search_memories", {"query": "q", "filters": {"agent_id": "x"}}, "filters"),
             ("get_memories", {"user_id": "a", "page": 0}, "page"),
+            ("get_memories", {"user_id": "a", "filters": {"user_id": "b"}}, "user_id"),
             ("get_memory", {"memory_id": "mem_none", "user_id": "a"}, "memory_id"),
             ("update_memory", {"memory_id": "mem_none", "text": "t", "user_id": "a"}, "memory_id"),
             ("delete_memory", {"memory_id": "", "user_id": "a"}, "memory_id"),
