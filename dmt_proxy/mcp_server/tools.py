@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.memory.base import MAX_TEXT_CHARS, Scope
 from dmt_proxy.memory.service import DurableMemoryService, MemoryEntry
 from dmt_proxy.policy import Mode
@@ -39,12 +40,11 @@ MAX_LIMIT = 100
 """Most memories one search or page returns."""
 
 
-class ToolInputError(ValueError):
+class ToolInputError(InvalidRequest):
     """A tool argument the caller got wrong; the message names the argument."""
 
     def __init__(self, param: str, message: str) -> None:
-        super().__init__(f"Invalid argument '{param}': {message}")
-        self.param = param
+        super().__init__(f"Invalid argument '{param}': {message}", param=param)
 
 
 @dataclass(frozen=True)
