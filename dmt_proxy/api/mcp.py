@@ -7,12 +7,13 @@ the ``X-DMT-User`` header (which pins it). The admin key is never needed.
 
 The transport runs stateless with JSON answers: every POST carries its own key and
 its own call, so no MCP session can outlive, or be shared across, a key. Its session
-manager runs inside the app's lifespan (``mcp_lifespan``): a mounted Starlette app's own
+manager runs while the app does (``mcp_lifespan``): a mounted Starlette app's own
 lifespan would never be started.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -86,9 +87,26 @@ async def mcp_lifespan(app: FastAPI) -> AsyncIterator[None]:
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    async with server.session_manager.run():
-        app.state.mcp = StreamableHTTPASGIApp(server.session_manager)
-        try:
-            yield
-        finally:
-            app.state.mcp = None
+    # The session manager holds an anyio task group, which must be exited by the task that
+    # entered it; a lifespan may be entered and exited by different tasks (a test fixture's
+    # setup and teardown), so the manager runs in a task of its own until the app stops.
+    ready, stop = asyncio.Event(), asyncio.Event()
+
+    async def run_transport() -> None:
+        async with server.session_manager.run():
+            ready.set()
+            await stop.wait()
+
+    task = asyncio.create_task(run_transport(), name="mcp-transport")
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():  # it failed to start: say why
+        waiting.cancel()
+        task.result()
+    app.state.mcp = StreamableHTTPASGIApp(server.session_manager)
+    try:
+        yield
+    finally:
+        app.state.mcp = None
+        stop.set()
+        await task
