@@ -7,6 +7,7 @@ there because only that module raises it, and subclasses a class of this tree)::
     ├── ConfigError                bad settings or policy file (start-up, not HTTP)
     ├── RequestError               the client's request is wrong             -> 4xx
     │   ├── InvalidRequest         400  invalid_request_error
+    │   │   └── ToolInputError     a wrong MCP tool argument   (mcp_server.tools)
     │   ├── Unauthorized           401  authentication_error
     │   ├── Forbidden              403  permission_error  (api.routes_memory)
     │   ├── NotFound               404  not_found_error

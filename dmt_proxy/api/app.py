@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from dmt_proxy import __version__
 from dmt_proxy.api.auth import Tenants
 from dmt_proxy.api.errors import install_error_handlers
+from dmt_proxy.api.mcp import install_mcp, mcp_lifespan
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.openapi import Health, install_openapi
 from dmt_proxy.api.routes_chat import router as chat_router
@@ -86,7 +87,8 @@ def create_app(
             "dmt-proxy %s ready (policy %s, mode %s)", __version__, policy.source, policy.mode.value
         )
         try:
-            yield
+            async with mcp_lifespan(app):
+                yield
         finally:
             if memory is not None:
                 await memory.aclose()
@@ -103,6 +105,7 @@ def create_app(
     app.include_router(memory_router)
     app.include_router(review_router)
     app.include_router(console_router)
+    install_mcp(app)
     app.state.console_secret = secrets.token_bytes(32)  # signs console sessions (review_auth)
     install_openapi(app)
 

@@ -54,6 +54,12 @@ def cmd_console(args: argparse.Namespace) -> int:
     return cmd_serve(args)
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from dmt_proxy.mcp_server import stdio
+
+    return stdio.main(args.settings, user_id=args.user_id)
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """A command of ``dmt_proxy.cli.reviews``, imported when it runs (it loads the stores)."""
 
@@ -195,6 +201,12 @@ def register(sub: Any) -> None:
                         help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
     worker.set_defaults(func=cmd_worker)
 
+    mcp = sub.add_parser("mcp", help="serve the MCP memory tools on stdin/stdout (desktop agents)")
+    mcp.add_argument("--user-id", help="the user when a tool call names none")
+    mcp.add_argument("--policy", dest="policy_file", type=Path,
+                     help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    mcp.set_defaults(func=cmd_mcp)
+
     models = sub.add_parser("models", help="pull, start, stop or list the embedded local models")
     models.add_argument("action", choices=["pull", "start", "stop", "status"])
     models.add_argument(
@@ -274,6 +286,7 @@ GROUPS: tuple[CommandGroup, ...] = (
             "reviews",
             "calibrate",
             "worker",
+            "mcp",
             "models",
             "audit-backfill",
             "tenants",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -172,15 +173,28 @@ class DurableMemoryService:
         # block for every query, so llama-server's prefix cache reuses it across requests
         # (a DIB audit's decisions differ in the query, rarely in the memories retrieved).
         records.sort(key=lambda r: (r.created_at, r.id))
-        items = [RenderItem(r.text, r.created_at, r.audit_status, r.tag) for r in records]
-        text = render_memories(
-            items,
-            with_tags=ctx.mode.shows_tags,
-            instruction=self._instruction,
-            show_instruction=ctx.mode.shows_instruction,
-        )
+        text = self.render([MemoryEntry.stored(r) for r in records], ctx.mode)
         messages = [{"role": "system", "content": text}] if text else []
         return Retrieval.searched(ctx.memory, messages, len(records))
+
+    def render(self, entries: Sequence[MemoryEntry], mode: Mode) -> str:
+        """The nonce-framed memory block of ``entries`` as ``mode`` shows it ('' if none).
+
+        The one rendering of retrieved memories: chat retrieval and the MCP tools use it.
+        """
+        items = [RenderItem(e.text, e.created_at, e.audit_status, e.tag) for e in entries]
+        return render_memories(
+            items,
+            with_tags=mode.shows_tags,
+            instruction=self._instruction,
+            show_instruction=mode.shows_instruction,
+        )
+
+    async def search(self, scope: Scope, query: str, limit: int) -> list[MemoryEntry]:
+        """The stored memories of ``scope`` most relevant to ``query`` (at most ``limit``),
+        by the policy's retrieval rule; quarantined ones are never among them."""
+        records = await self._fetch(scope, query, limit)
+        return [MemoryEntry.stored(r) for r in records if not r.quarantined]
 
     async def _fetch(self, scope: Scope, query: str, top_k: int) -> list[MemoryRecord]:
         """The records to show: the most relevant (``search``) or the newest (``recent``)."""
@@ -216,6 +230,20 @@ class DurableMemoryService:
         )
         self._worker.wake()
         return memory_id
+
+    async def rewrite(self, scope: Scope, memory_id: str, text: str, mode: Mode) -> bool:
+        """Replace the text of ``scope``'s memory ``memory_id``, keeping its id; whether it
+        existed. The new text is queued through the outbox like any write (``pending``,
+        audited when ``mode`` audits); the stored record is overwritten when the worker
+        stores it, so the old text stays readable until the new one is durable."""
+        entry = await self.get(memory_id)
+        if entry is None or entry.user != scope.user:
+            return False
+        await self._outbox.cancel(memory_id)  # a queued older text must not land after this one
+        await self._outbox.enqueue(scope=scope, query=text, answer="", request_id="update",
+                                   mode=mode.value, item_id=memory_id)  # fmt: skip
+        self._worker.wake()
+        return True
 
     async def list(self, scope: Scope) -> list[MemoryEntry]:
         """Memories of ``scope``, oldest first: stored ones and writes still queued."""

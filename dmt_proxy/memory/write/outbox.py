@@ -161,9 +161,17 @@ class Outbox(Protocol):
     """
 
     async def enqueue(
-        self, *, scope: Scope, query: str, answer: str, request_id: str, mode: str
+        self,
+        *,
+        scope: Scope,
+        query: str,
+        answer: str,
+        request_id: str,
+        mode: str,
+        item_id: str | None = None,
     ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit)."""
+        """Commit a write for ``scope`` and return its memory id (returns after the commit);
+        ``item_id`` keeps a known id (default: a new one)."""
         ...
 
     async def due(self, limit: int = 16) -> list[OutboxItem]:

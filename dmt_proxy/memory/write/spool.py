@@ -102,10 +102,17 @@ class SpooledOutbox:
     # -- producer side -------------------------------------------------------
 
     async def enqueue(
-        self, *, scope: Scope, query: str, answer: str, request_id: str, mode: str
+        self,
+        *,
+        scope: Scope,
+        query: str,
+        answer: str,
+        request_id: str,
+        mode: str,
+        item_id: str | None = None,
     ) -> str:
         """Commit a write to PostgreSQL, or to the local spool when it is unreachable."""
-        item_id = f"mem_{uuid.uuid4().hex}"
+        item_id = item_id or f"mem_{uuid.uuid4().hex}"
         if not self._spooling:
             try:
                 return await asyncio.wait_for(
