@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.memory.circuit import CircuitBreaker, describe
 from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
@@ -32,6 +33,9 @@ from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.turns import Retrieval
 
 log = logging.getLogger(__name__)
+
+CIRCUIT_OPEN = "store circuit open"
+"""The retrieval failure reported (``x-dmt-memory: unavailable (…)``) while the circuit is open."""
 
 
 class MemoryEntry(BaseModel):
@@ -103,6 +107,7 @@ class DurableMemoryService:
         metrics: Metrics,
         retrieval_timeout_s: float = 5.0,
         run_worker: bool = True,
+        circuit: CircuitBreaker | None = None,
     ) -> None:
         self._backend = backend
         self._backend_name = backend_name
@@ -112,6 +117,8 @@ class DurableMemoryService:
         self._metrics = metrics
         self._retrieval_timeout_s = retrieval_timeout_s
         self._run_worker = run_worker
+        self._circuit = circuit
+        """The store's circuit: while it is open retrieval is skipped without waiting."""
         self._instruction = prompt_path(policy.audit.dmt_prompt).read_text(encoding="utf-8").strip()
 
     # -- lifecycle -------------------------------------------------------------
@@ -122,8 +129,10 @@ class DurableMemoryService:
             self._worker.start()
 
     async def aclose(self) -> None:
-        """Stop the worker, then close the outbox and the backend."""
+        """Stop the worker and the circuit's probe, then close the outbox and the backend."""
         await self._worker.stop()
+        if self._circuit is not None:
+            await self._circuit.aclose()
         await self._outbox.aclose()
         await self._backend.close()
 
@@ -139,6 +148,10 @@ class DurableMemoryService:
         top_k = self._policy.memory.top_k
         if top_k == 0 or not query.strip():
             return Retrieval.skipped(ctx.memory)
+        if self._circuit is not None and not self._circuit.allow():
+            # The store is known to be down: answer at once instead of waiting out the timeout.
+            self._metrics.memory_skipped.labels("store_unavailable").inc()
+            return Retrieval.unavailable(ctx.memory, CIRCUIT_OPEN)
         started = time.perf_counter()
         try:
             records = await asyncio.wait_for(
@@ -146,7 +159,9 @@ class DurableMemoryService:
             )
         except Exception as exc:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
-            log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
+            if self._circuit is not None:
+                self._circuit.failure(exc, operation="retrieval")
+            log.warning("memory retrieval failed for request %s: %s", ctx.request_id, describe(exc))
             self._metrics.memory_skipped.labels("store_unavailable").inc()
             return Retrieval.unavailable(ctx.memory, type(exc).__name__)
         finally:

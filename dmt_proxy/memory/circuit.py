@@ -1,0 +1,198 @@
+"""A circuit breaker around the memory store: fail fast while its database is down.
+
+Without it, every chat request made during a database outage waited out the full
+retrieval timeout (and every write the enqueue timeout) before answering without
+memory; a 16 s outage let through a fraction of the usual requests. With it the
+first request that meets a refused, lost or timed-out connection opens the
+circuit; while it is open, retrieval is skipped at once (``x-dmt-memory:
+unavailable (store circuit open)``) and writes go straight to the local spool.
+
+States (the value of ``dmt_store_circuit_state``)::
+
+    CLOSED (0) ──outage error──▶ OPEN (1) ──probe interval──▶ HALF_OPEN (2)
+        ▲                          ▲                               │
+        │                          └────────── probe failed ───────┤
+        └───────────────────────── probe succeeded ────────────────┘
+
+Only a background probe moves the circuit out of ``OPEN``: every
+``probe_interval_s`` it goes ``HALF_OPEN`` and runs ``probe`` (one cheap call to
+the store, under ``probe_timeout_s``); success closes it, failure opens it
+again. Requests never act as the trial, so none of them waits on a dead database
+while the circuit is not closed.
+
+What opens it (``is_outage``): a connection refused, lost or timed out, a pool
+that hands out no connection in time (``PoolTimeout``), a timeout of the call
+itself. A bad query, a constraint violation or a bug does not: the database
+answered, and skipping it would hide the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from enum import IntEnum
+
+log = logging.getLogger(__name__)
+
+
+class CircuitState(IntEnum):
+    """Where the circuit stands; the value is what ``dmt_store_circuit_state`` exports."""
+
+    CLOSED = 0
+    """The store is used normally."""
+    OPEN = 1
+    """The store is skipped: retrieval answers without memory, writes are spooled."""
+    HALF_OPEN = 2
+    """A probe is checking the store; requests still skip it until the probe succeeds."""
+
+
+def _connection_classes() -> tuple[type[BaseException], ...]:
+    classes: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    try:  # optional: only the postgres extra installs psycopg
+        import psycopg
+
+        # OperationalError covers refused and lost connections and the pool's PoolTimeout
+        # (a subclass); ProgrammingError, IntegrityError and DataError are not outages.
+        classes.append(psycopg.OperationalError)
+    except ImportError:
+        pass
+    try:  # remote stores reached over HTTP (a Qdrant or Letta server)
+        import httpx
+
+        classes.append(httpx.TransportError)
+    except ImportError:
+        pass
+    return tuple(classes)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it wraps) means the store could not be reached in time."""
+    classes = _connection_classes()
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, classes):
+            return True
+        seen.add(id(current))
+        current = current.__cause__  # `raise ... from exc`: a wrapped store error
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason for a log line: the error's type and message, never empty."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    if not text and isinstance(exc, TimeoutError):
+        text = "no answer in time"
+    return f"{name}: {text}" if text else name
+
+
+class CircuitBreaker:
+    """The store's circuit (module docstring). One per process, shared by retrieval and
+    the enqueue; ``clock`` and ``sleep`` are injectable for tests."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        probe: Callable[[], Awaitable[object]],
+        probe_interval_s: float = 1.0,
+        probe_timeout_s: float = 2.0,
+        on_change: Callable[[CircuitState, CircuitState], None] = lambda _old, _new: None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.name = name
+        self._probe = probe
+        self.probe_interval_s = probe_interval_s
+        self.probe_timeout_s = probe_timeout_s
+        self._on_change = on_change
+        self._clock = clock
+        self._sleep = sleep
+        self._state = CircuitState.CLOSED
+        self._opened_at: float | None = None
+        self._prober: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+        self._closed.set()
+        self.opened = 0
+        """How often the circuit opened (since start)."""
+        on_change(self._state, self._state)
+
+    @property
+    def state(self) -> CircuitState:
+        """The current state."""
+        return self._state
+
+    def allow(self) -> bool:
+        """Whether a request may use the store now (only while the circuit is closed)."""
+        return self._state is CircuitState.CLOSED
+
+    def _set(self, state: CircuitState) -> None:
+        if state is not self._state:
+            old, self._state = self._state, state
+            self._on_change(old, state)
+        if state is CircuitState.CLOSED:
+            self._closed.set()
+        else:
+            self._closed.clear()
+
+    def failure(self, exc: BaseException, *, operation: str) -> bool:
+        """Report a failed store call; opens the circuit when ``exc`` is an outage.
+
+        Returns whether it was one. Needs a running event loop (the probe is a task).
+        """
+        if not is_outage(exc):
+            return False
+        if self._state is CircuitState.CLOSED:
+            self.opened += 1
+            self._opened_at = self._clock()
+            self._set(CircuitState.OPEN)
+            log.warning(
+                "%s unreachable (%s during %s): circuit open; requests skip retrieval and "
+                "spool their writes until a probe reaches it (every %.1fs)",
+                self.name, describe(exc), operation, self.probe_interval_s,
+            )  # fmt: skip
+            if self._prober is None or self._prober.done():
+                self._prober = asyncio.get_running_loop().create_task(
+                    self._probe_until_closed(), name=f"dmt-circuit-probe-{self.name}"
+                )
+        return True
+
+    async def probe_once(self) -> bool:
+        """One half-open trial: run the probe; close the circuit on success, else reopen it."""
+        self._set(CircuitState.HALF_OPEN)
+        try:
+            await asyncio.wait_for(self._probe(), timeout=self.probe_timeout_s)
+        except Exception as exc:
+            if not is_outage(exc):  # the store answered, with an error: it is reachable
+                log.warning("%s probe answered with an error (%s); closing the circuit",
+                            self.name, describe(exc))  # fmt: skip
+            else:
+                self._set(CircuitState.OPEN)
+                log.debug("%s probe failed: %s", self.name, describe(exc))
+                return False
+        down_s = self._clock() - self._opened_at if self._opened_at is not None else 0.0
+        self._set(CircuitState.CLOSED)
+        log.warning("%s reachable again after %.1fs: circuit closed", self.name, down_s)
+        return True
+
+    async def _probe_until_closed(self) -> None:
+        while self._state is not CircuitState.CLOSED:
+            await self._sleep(self.probe_interval_s)
+            if await self.probe_once():
+                return
+
+    async def wait_closed(self) -> None:
+        """Return once the circuit is closed (at once if it is)."""
+        await self._closed.wait()
+
+    async def aclose(self) -> None:
+        """Stop the probe (the process is shutting down)."""
+        if self._prober is not None:
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prober
+            self._prober = None
