@@ -88,11 +88,23 @@ async def build_outbox(
 
 
 def store_circuit(
-    backend: MemoryBackend, metrics: Metrics, outbox: Callable[[], Outbox | None]
+    backend: MemoryBackend,
+    metrics: Metrics,
+    outbox: Callable[[], Outbox | None],
+    *,
+    database_url: str | None = None,
 ) -> CircuitBreaker:
     """The store's circuit breaker, exported as ``dmt_store_circuit_state``; ``outbox``
-    gives the outbox once it exists (the probe checks a shared one too)."""
+    gives the outbox once it exists (the probe checks a shared one too). With a
+    ``database_url``, a slow call checks at once whether a new connection is refused."""
     from dmt_proxy.memory.write.spool import SpooledOutbox
+
+    async def reachable() -> None:
+        import psycopg
+
+        assert database_url is not None
+        conn = await psycopg.AsyncConnection.connect(database_url, connect_timeout=2)
+        await conn.close()
 
     async def probe() -> None:
         await backend.list(PROBE_SCOPE, limit=1)
@@ -105,7 +117,8 @@ def store_circuit(
         if new is CircuitState.OPEN and old is CircuitState.CLOSED:
             metrics.store_circuit_opened.inc()
 
-    return CircuitBreaker("memory store", probe=probe, on_change=export)
+    check = reachable if database_url is not None else None
+    return CircuitBreaker("memory store", probe=probe, check=check, on_change=export)
 
 
 async def build_memory_service(
@@ -123,7 +136,9 @@ async def build_memory_service(
     if backend is None:
         backend = await open_policy_backend(settings, policy, registry, chat)
     built: list[Outbox] = []
-    circuit = store_circuit(backend, metrics, lambda: built[0] if built else None)
+    uses_database = name == "postgres" or settings.outbox == "postgres"
+    circuit = store_circuit(backend, metrics, lambda: built[0] if built else None,
+                            database_url=database_url(settings, policy) if uses_database else None)  # fmt: skip
     try:
         outbox = await build_outbox(settings, policy, metrics, circuit=circuit)
     except BaseException:

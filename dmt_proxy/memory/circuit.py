@@ -14,6 +14,14 @@ States (the value of ``dmt_store_circuit_state``)::
         │                          └────────── probe failed ───────┤
         └───────────────────────── probe succeeded ────────────────┘
 
+A refused connection is not always seen by the caller: a connection pool hides it
+and makes the caller wait for a connection until its own timeout. So ``run`` does
+not wait for that: a call that has not answered after ``suspect_after_s`` starts a
+direct reachability ``check`` (a new connection to the database, refused within
+milliseconds when the server is down; at most one at a time, and at most one per
+``probe_interval_s``); if it fails for an outage the circuit opens, and every call
+waiting in ``run`` stops at once with ``CircuitOpenError``.
+
 Only a background probe moves the circuit out of ``OPEN``: every
 ``probe_interval_s`` it goes ``HALF_OPEN`` and runs ``probe`` (one cheap call to
 the store, under ``probe_timeout_s``); success closes it, failure opens it
@@ -34,8 +42,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from enum import IntEnum
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class CircuitOpenError(ConnectionError):
+    """The store was not called, or was given up on, because its circuit is open."""
 
 
 class CircuitState(IntEnum):
@@ -99,6 +114,8 @@ class CircuitBreaker:
         name: str,
         *,
         probe: Callable[[], Awaitable[object]],
+        check: Callable[[], Awaitable[object]] | None = None,
+        suspect_after_s: float = 0.25,
         probe_interval_s: float = 1.0,
         probe_timeout_s: float = 2.0,
         on_change: Callable[[CircuitState, CircuitState], None] = lambda _old, _new: None,
@@ -107,6 +124,11 @@ class CircuitBreaker:
     ) -> None:
         self.name = name
         self._probe = probe
+        self._check = check
+        self.suspect_after_s = suspect_after_s
+        self._checking: asyncio.Task[None] | None = None
+        self._checked_at = float("-inf")
+        self._opened_event = asyncio.Event()
         self.probe_interval_s = probe_interval_s
         self.probe_timeout_s = probe_timeout_s
         self._on_change = on_change
@@ -136,8 +158,10 @@ class CircuitBreaker:
             self._on_change(old, state)
         if state is CircuitState.CLOSED:
             self._closed.set()
+            self._opened_event.clear()
         else:
             self._closed.clear()
+            self._opened_event.set()
 
     def failure(self, exc: BaseException, *, operation: str) -> bool:
         """Report a failed store call; opens the circuit when ``exc`` is an outage.
@@ -160,6 +184,57 @@ class CircuitBreaker:
                     self._probe_until_closed(), name=f"dmt-circuit-probe-{self.name}"
                 )
         return True
+
+    async def run(self, call: Awaitable[T], *, timeout_s: float, operation: str) -> T:
+        """Await ``call`` unless the circuit is open; give up after ``timeout_s`` or as soon
+        as the circuit opens (``CircuitOpenError``). Failures are reported (``failure``)."""
+        if not self.allow():
+            if asyncio.iscoroutine(call):
+                call.close()  # never started: no "never awaited" warning
+            raise CircuitOpenError(f"{self.name} circuit open")
+        task = asyncio.ensure_future(call)
+        opened = asyncio.ensure_future(self._opened_event.wait())
+        watch = asyncio.ensure_future(self._suspect(task, operation))
+        try:
+            done, _ = await asyncio.wait(
+                {task, opened}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if task in done:
+                try:
+                    return task.result()
+                except Exception as exc:
+                    self.failure(exc, operation=operation)
+                    raise
+            task.cancel()
+            if opened in done:
+                raise CircuitOpenError(f"{self.name} circuit open")
+            timeout = TimeoutError(f"{operation} gave no answer in {timeout_s:g}s")
+            self.failure(timeout, operation=operation)
+            raise timeout
+        finally:
+            opened.cancel()
+            watch.cancel()
+
+    async def _suspect(self, task: asyncio.Future[Any], operation: str) -> None:
+        """Once ``task`` is slow, check whether the store is reachable at all."""
+        if self._check is None:
+            return
+        await asyncio.sleep(self.suspect_after_s)
+        if task.done() or not self.allow():
+            return
+        if self._checking is None or self._checking.done():
+            if self._clock() - self._checked_at < self.probe_interval_s:
+                return  # checked a moment ago and it answered: the store is just slow
+            self._checked_at = self._clock()
+            self._checking = asyncio.ensure_future(self._check_once(operation))
+        await asyncio.shield(self._checking)
+
+    async def _check_once(self, operation: str) -> None:
+        assert self._check is not None
+        try:
+            await asyncio.wait_for(self._check(), timeout=self.probe_timeout_s)
+        except Exception as exc:
+            self.failure(exc, operation=f"{operation} (reachability check)")
 
     async def probe_once(self) -> bool:
         """One half-open trial: run the probe; close the circuit on success, else reopen it."""
@@ -191,6 +266,10 @@ class CircuitBreaker:
 
     async def aclose(self) -> None:
         """Stop the probe (the process is shutting down)."""
+        if self._checking is not None:
+            self._checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checking
         if self._prober is not None:
             self._prober.cancel()
             with contextlib.suppress(asyncio.CancelledError):

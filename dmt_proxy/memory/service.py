@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
-from dmt_proxy.memory.circuit import CircuitBreaker, describe
+from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
 from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
@@ -153,16 +153,20 @@ class DurableMemoryService:
             self._metrics.memory_skipped.labels("store_unavailable").inc()
             return Retrieval.unavailable(ctx.memory, CIRCUIT_OPEN)
         started = time.perf_counter()
+        fetch = self._fetch(ctx.scope, query, top_k)
         try:
-            records = await asyncio.wait_for(
-                self._fetch(ctx.scope, query, top_k), timeout=self._retrieval_timeout_s
-            )
+            if self._circuit is None:
+                records = await asyncio.wait_for(fetch, timeout=self._retrieval_timeout_s)
+            else:  # gives up as soon as the circuit opens, and reports what failed to it
+                records = await self._circuit.run(
+                    fetch, timeout_s=self._retrieval_timeout_s, operation="retrieval"
+                )
         except Exception as exc:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
-            if self._circuit is not None:
-                self._circuit.failure(exc, operation="retrieval")
-            log.warning("memory retrieval failed for request %s: %s", ctx.request_id, describe(exc))
             self._metrics.memory_skipped.labels("store_unavailable").inc()
+            if isinstance(exc, CircuitOpenError):  # the circuit has said why, once
+                return Retrieval.unavailable(ctx.memory, CIRCUIT_OPEN)
+            log.warning("memory retrieval failed for request %s: %s", ctx.request_id, describe(exc))
             return Retrieval.unavailable(ctx.memory, type(exc).__name__)
         finally:
             self._metrics.retrieval_duration.labels(self._backend_name).observe(

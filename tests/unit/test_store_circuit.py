@@ -20,7 +20,13 @@ import pytest
 from dmt_proxy.exchange import MemoryAccess, RequestContext
 from dmt_proxy.memory.assembly import store_circuit
 from dmt_proxy.memory.base import MemoryStoreError, Scope
-from dmt_proxy.memory.circuit import CircuitBreaker, CircuitState, describe, is_outage
+from dmt_proxy.memory.circuit import (
+    CircuitBreaker,
+    CircuitOpenError,
+    CircuitState,
+    describe,
+    is_outage,
+)
 from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import CIRCUIT_OPEN, DurableMemoryService
 from dmt_proxy.memory.write.outbox import SqliteOutbox
@@ -198,3 +204,49 @@ async def test_an_open_circuit_spools_writes_without_trying_the_database(
         await circuit.aclose()
         await primary.cancel_user("alice")
         await outbox.aclose()
+
+
+async def test_a_slow_call_to_an_unreachable_store_stops_as_soon_as_the_check_fails() -> None:
+    """A pool hides a refused connection (the caller just waits): the check finds it."""
+    probe = Probe()
+    checks: list[float] = []
+
+    async def check() -> None:
+        checks.append(time.perf_counter())
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    circuit = CircuitBreaker("test store", probe=probe, check=check, suspect_after_s=0.05,
+                             probe_interval_s=3600)  # fmt: skip
+    try:
+        started = time.perf_counter()
+        results = await asyncio.gather(
+            *(circuit.run(asyncio.sleep(10), timeout_s=5, operation="retrieval") for _ in range(3)),
+            return_exceptions=True,
+        )
+        assert time.perf_counter() - started < 1
+        assert all(isinstance(r, CircuitOpenError) for r in results), results
+        assert len(checks) == 1, "one check for all the waiting calls"
+        assert circuit.state is CircuitState.OPEN
+        with pytest.raises(CircuitOpenError):  # not even started while open
+            await circuit.run(asyncio.sleep(0), timeout_s=5, operation="enqueue")
+    finally:
+        await circuit.aclose()
+
+
+async def test_a_slow_call_to_a_reachable_store_is_waited_for() -> None:
+    async def check() -> None:
+        return None
+
+    async def slow() -> str:
+        await asyncio.sleep(0.2)
+        return "answer"
+
+    circuit = CircuitBreaker("test store", probe=Probe(), check=check, suspect_after_s=0.01)
+    try:
+        assert await circuit.run(slow(), timeout_s=5, operation="retrieval") == "answer"
+        assert circuit.allow()
+        with pytest.raises(TimeoutError):  # too slow even so: a timeout, which opens it
+            await circuit.run(slow(), timeout_s=0.05, operation="retrieval")
+        assert not circuit.allow()
+    finally:
+        await circuit.aclose()

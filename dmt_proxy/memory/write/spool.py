@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.circuit import CircuitBreaker, describe
+from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
 from dmt_proxy.memory.write.outbox import OutboxItem, SqliteOutbox
 from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 from dmt_proxy.metrics import Metrics
@@ -117,20 +117,23 @@ class SpooledOutbox:
         """Commit a write to PostgreSQL, or to the local spool when it is unreachable."""
         item_id = f"mem_{uuid.uuid4().hex}"
         if not self._spooling and (self._circuit is None or self._circuit.allow()):
+            insert = self.primary.enqueue(scope=scope, query=query, answer=answer,
+                                          request_id=request_id, mode=mode, item_id=item_id)  # fmt: skip
             try:
-                return await asyncio.wait_for(
-                    self.primary.enqueue(scope=scope, query=query, answer=answer,
-                                         request_id=request_id, mode=mode, item_id=item_id),
-                    timeout=self._enqueue_timeout_s,
-                )  # fmt: skip
+                if self._circuit is None:
+                    return await asyncio.wait_for(insert, timeout=self._enqueue_timeout_s)
+                # Gives up as soon as the circuit opens (the insert may still have committed:
+                # the spooled copy keeps its id, so it is not queued twice).
+                return await self._circuit.run(
+                    insert, timeout_s=self._enqueue_timeout_s, operation="enqueue"
+                )
             except Exception as exc:
                 if not connection_lost(exc):
                     raise
-                self._count_lost("enqueue")
-                if self._circuit is not None:
-                    self._circuit.failure(exc, operation="enqueue")
-                log.warning("outbox database unreachable (%s); spooling writes locally",
-                            describe(exc))  # fmt: skip
+                if not isinstance(exc, CircuitOpenError):  # the circuit has logged its cause
+                    self._count_lost("enqueue")
+                    log.warning("outbox database unreachable (%s); spooling writes locally",
+                                describe(exc))  # fmt: skip
                 self._spooling = True
         await self.spool.enqueue(scope=scope, query=query, answer=answer,
                                  request_id=request_id, mode=mode, item_id=item_id)  # fmt: skip
