@@ -167,6 +167,11 @@ def test_two_proxies_and_a_worker_fail_fast_and_audit_once_through_an_outage(
     proxies = [proxy_factory("--policy", str(policy), state_dir=tmp_path / f"p{k}", env=env)
                for k in range(2)]  # fmt: skip
     worker = workers("--policy", str(policy), env=env)
+    ready_by = time.monotonic() + 120  # up and draining before the server goes away
+    while "draining the outbox" not in worker.log_path.read_text(errors="replace"):
+        worker.check_running()
+        assert time.monotonic() < ready_by, "the worker did not start"
+        time.sleep(0.1)
 
     sent: list[tuple[str, str, float, float, httpx.Response]] = []
     lock = threading.Lock()

@@ -2,11 +2,13 @@
 
 An enqueue cannot commit to a database that is unreachable, yet the client must get
 its answer and its write must not be lost. ``SpooledOutbox`` tries the PostgreSQL
-outbox first (for at most ``enqueue_timeout_s``); when that fails for a lost or
+outbox first (for at most ``enqueue_timeout_s``, and not at all while the store's
+circuit, ``dmt_proxy.memory.circuit``, is open); when that fails for a lost or
 refused connection it commits the row to a SQLite outbox under the proxy's state
 directory (``spool.sqlite3``, ``synchronous=FULL``) and acknowledges. A background
 task forwards spooled rows to PostgreSQL, oldest first, retrying with capped
-exponential backoff until the database answers again; a forwarded row is deleted
+exponential backoff until the database answers again (with a circuit: the moment
+its probe closes it); a forwarded row is deleted
 from the spool only after PostgreSQL committed it. While the spool holds rows, new
 writes go straight to it (no per-request wait on a dead database) until the
 forwarder has emptied it.
@@ -177,6 +179,12 @@ class SpooledOutbox:
                         "spool forward failed (%s); retrying with backoff (%d in a row, next "
                         "in %.1fs)", describe(exc), failures, delay)  # fmt: skip
             self._kick.clear()
+            if failures and self._circuit is not None and not self._circuit.allow():
+                # The circuit's probe watches the database: forward the moment it closes.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._backoff[1]):
+                        await self._circuit.wait_closed()
+                continue
             if failures:  # the database is down: wait out the backoff
                 await asyncio.sleep(delay)
                 continue
