@@ -44,13 +44,18 @@ from collections.abc import Awaitable, Callable
 from enum import IntEnum
 from typing import Any, TypeVar
 
+from dmt_proxy.memory.base import MemoryStoreError
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class CircuitOpenError(ConnectionError):
-    """The store was not called, or was given up on, because its circuit is open."""
+class CircuitOpenError(MemoryStoreError, ConnectionError):
+    """The store was not called, or was given up on, because its circuit is open.
+
+    A ``ConnectionError`` too: code that treats an unreachable store as an outage
+    (``is_outage``, the spool) treats an open circuit the same way."""
 
 
 class CircuitState(IntEnum):
