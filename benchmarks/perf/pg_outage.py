@@ -367,10 +367,10 @@ def markdown(data: dict[str, Any]) -> str:
         f"between {load['proxies']} `serve --no-worker` proxies; {load['workers']} "
         f"`dmt-proxy worker` processes; {load['streams']} streamed; {load['users']} users; "
         "the instant fake upstream and a fake auditor answering clean.", "",
-        "| phase | s | started | answered | served/s | p50 ms | p95 ms | max ms | without memory "
-        "| p95 after 1st failure ms | p95 / baseline | served rate / baseline | streams reporting "
-        "their write |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| phase | s | started | answered | served/s | served / offered | p50 ms | p95 ms | max ms "
+        "| without memory | p95 after 1st failure ms | p95 / baseline | served rate / baseline "
+        "| streams reporting their write |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]  # fmt: skip
     for r in data["phases"]:
         after = r.get("after_first_failure", {})
@@ -378,7 +378,8 @@ def markdown(data: dict[str, Any]) -> str:
         rate = r.get("rate_vs_baseline")
         lines.append(
             f"| {r['phase']} | {r['seconds']:.1f} | {r['started']} | {r['answered']} "
-            f"| {r['served_per_s']:.1f} | {_ms(r['p50_ms'])} | {_ms(r['p95_ms'])} "
+            f"| {r['served_per_s']:.1f} | {r['served_per_s'] / load['rate']:.0%} "
+            f"| {_ms(r['p50_ms'])} | {_ms(r['p95_ms'])} "
             f"| {_ms(r['max_ms'])} | {r['without_memory']} | {_ms(after.get('p95_ms'))} "
             f"| {'—' if ratio is None else f'{ratio:.2f}'} "
             f"| {'—' if rate is None else f'{rate:.0%}'} "
@@ -388,7 +389,9 @@ def markdown(data: dict[str, Any]) -> str:
         "", "Targets (issue 28): during an outage, p95 of the requests started after the first "
         "one answered without memory <= 2x the baseline p95; requests served >= 80 % of the "
         "baseline rate; 0 lost, 0 duplicated, 0 stored under the wrong user; no repeated "
-        "audit without a killed worker.", "",
+        "audit without a killed worker. Where the machine cannot serve the offered rate with "
+        "the database up (baseline below 100 % of offered), the outage's rate is compared with "
+        "both: the baseline's and the offered one.", "",
         "| acknowledged | stored | lost | duplicated | wrong user | auditor calls "
         "| repeated audits | circuit opened | outbox drained after |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
