@@ -117,8 +117,10 @@ def store_circuit(
         if new is CircuitState.OPEN and old is CircuitState.CLOSED:
             metrics.store_circuit_opened.inc()
 
-    check = reachable if database_url is not None else None
-    return CircuitBreaker("memory store", probe=probe, check=check, on_change=export)
+    if database_url is None:  # an in-process store: slow is not down, only errors open it
+        return CircuitBreaker("memory store", probe=probe, open_on_timeout=False,
+                              on_change=export)  # fmt: skip
+    return CircuitBreaker("memory store", probe=probe, check=reachable, on_change=export)
 
 
 async def build_memory_service(

@@ -121,6 +121,7 @@ class CircuitBreaker:
         probe: Callable[[], Awaitable[object]],
         check: Callable[[], Awaitable[object]] | None = None,
         suspect_after_s: float = 0.25,
+        open_on_timeout: bool = True,
         probe_interval_s: float = 1.0,
         probe_timeout_s: float = 2.0,
         on_change: Callable[[CircuitState, CircuitState], None] = lambda _old, _new: None,
@@ -131,6 +132,9 @@ class CircuitBreaker:
         self._probe = probe
         self._check = check
         self.suspect_after_s = suspect_after_s
+        self.open_on_timeout = open_on_timeout
+        """Whether a call ``run`` gives up on after its timeout opens the circuit (a store
+        behind a connection: yes; an in-process store that is merely slow: no)."""
         self._checking: asyncio.Task[None] | None = None
         self._checked_at = float("-inf")
         self._opened_event = asyncio.Event()
@@ -214,7 +218,8 @@ class CircuitBreaker:
             if opened in done:
                 raise CircuitOpenError(f"{self.name} circuit open")
             timeout = TimeoutError(f"{operation} gave no answer in {timeout_s:g}s")
-            self.failure(timeout, operation=operation)
+            if self.open_on_timeout:
+                self.failure(timeout, operation=operation)
             raise timeout
         finally:
             opened.cancel()

@@ -250,3 +250,26 @@ async def test_a_slow_call_to_a_reachable_store_is_waited_for() -> None:
         assert not circuit.allow()
     finally:
         await circuit.aclose()
+
+
+async def test_a_slow_in_process_store_is_not_taken_for_a_down_one(tmp_path: Path) -> None:
+    """Without a database (a local store), a timeout answers one request without memory
+    and leaves the circuit closed; only a connection error opens it."""
+
+    async def slow() -> None:
+        await asyncio.sleep(1)
+
+    circuit = store_circuit(InMemoryBackend(), Metrics(), lambda: None)
+    try:
+        with pytest.raises(TimeoutError):
+            await circuit.run(slow(), timeout_s=0.05, operation="retrieval")
+        assert circuit.allow()
+
+        async def refused() -> None:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+        with pytest.raises(ConnectionRefusedError):
+            await circuit.run(refused(), timeout_s=1, operation="retrieval")
+        assert not circuit.allow()
+    finally:
+        await circuit.aclose()
