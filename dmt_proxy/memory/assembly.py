@@ -28,7 +28,7 @@ from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, Scope
-from dmt_proxy.memory.circuit import CircuitBreaker, CircuitState
+from dmt_proxy.memory.circuit import CircuitBreaker, CircuitState, PoolReconnectWarnings
 from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.memory.write.backfill import DEFAULT_STATUSES, BackfillReport, backfill
@@ -120,6 +120,7 @@ def store_circuit(
     if database_url is None:  # an in-process store: slow is not down, only errors open it
         return CircuitBreaker("memory store", probe=probe, open_on_timeout=False,
                               on_change=export)  # fmt: skip
+    PoolReconnectWarnings.install()  # one pool warning a minute during an outage, not each try
     return CircuitBreaker("memory store", probe=probe, check=reachable, on_change=export)
 
 

@@ -110,6 +110,44 @@ def describe(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
+class PoolReconnectWarnings(logging.Filter):
+    """Lets one of psycopg's pool reconnection warnings through per pool and message a
+    minute (install on the ``psycopg.pool`` logger: ``install``).
+
+    During an outage each pool warns at every failed reconnection attempt (about one a
+    second at first, per pool and per process); the circuit has already said, once and
+    with the cause, that the database is down.
+    """
+
+    PREFIXES = ("error connecting in", "reconnection attempt in pool")
+
+    def __init__(self, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.every_s = every_s
+        self._clock = clock
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a repeat of a reconnection warning within ``every_s``."""
+        message = record.msg if isinstance(record.msg, str) else ""
+        prefix = next((p for p in self.PREFIXES if message.startswith(p)), None)
+        if prefix is None:
+            return True
+        pool = record.args[0] if isinstance(record.args, tuple) and record.args else ""
+        key, now = f"{prefix} {pool}", self._clock()
+        if now - self._last.get(key, float("-inf")) < self.every_s:
+            return False
+        self._last[key] = now
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        """Add the filter to the ``psycopg.pool`` logger, once per process."""
+        pool_log = logging.getLogger("psycopg.pool")
+        if not any(isinstance(f, cls) for f in pool_log.filters):
+            pool_log.addFilter(cls())
+
+
 class CircuitBreaker:
     """The store's circuit (module docstring). One per process, shared by retrieval and
     the enqueue; ``clock`` and ``sleep`` are injectable for tests."""

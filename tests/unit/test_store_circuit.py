@@ -10,6 +10,7 @@ runs on the shipped in-memory backend; the enqueue on the real PostgreSQL outbox
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from dmt_proxy.memory.circuit import (
     CircuitBreaker,
     CircuitOpenError,
     CircuitState,
+    PoolReconnectWarnings,
     describe,
     is_outage,
 )
@@ -273,3 +275,20 @@ async def test_a_slow_in_process_store_is_not_taken_for_a_down_one(tmp_path: Pat
         assert not circuit.allow()
     finally:
         await circuit.aclose()
+
+
+def test_pool_reconnection_warnings_are_let_through_once_a_minute_per_pool() -> None:
+    now = [0.0]
+    quiet = PoolReconnectWarnings(clock=lambda: now[0])
+
+    def record(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("psycopg.pool", logging.WARNING, __file__, 1, msg, args, None)
+
+    refused = "connection failed: Connection refused"
+    assert quiet.filter(record("error connecting in %r: %s", "dmt-memory", refused))
+    assert not quiet.filter(record("error connecting in %r: %s", "dmt-memory", refused))
+    assert quiet.filter(record("error connecting in %r: %s", "dmt-outbox", refused))
+    assert quiet.filter(record("discarding broken connection: %s", "conn"))  # others pass
+    assert quiet.filter(record("discarding broken connection: %s", "conn"))
+    now[0] = 61.0
+    assert quiet.filter(record("error connecting in %r: %s", "dmt-memory", refused))
