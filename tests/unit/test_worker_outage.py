@@ -51,7 +51,11 @@ class FlakyOutbox(SqliteOutbox):
         await super().mark_stored(item_id)
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
-        self._gate("retry_later")
+        try:
+            self._gate("retry_later")
+        except psycopg.OperationalError:
+            self._held.discard(item_id)  # as the real outboxes do when the update fails
+            raise
         await super().retry_later(item_id, error, delay_s)
 
 
@@ -110,5 +114,23 @@ async def test_an_outage_mid_row_is_one_warning_with_its_cause_not_a_traceback(
         assert [r.levelname for r in records] == ["WARNING"]
         assert REFUSED in records[0].getMessage() and records[0].exc_info is None
         assert "OperationalError" in records[0].getMessage()
+        # Released, not left in progress (a held row's lease would be renewed forever).
+        assert item.id not in outbox._held
+        [row] = await outbox.pending()
+        assert row.attempts == 1 and "database unreachable" in (row.last_error or "")
+    finally:
+        await outbox.aclose()
+
+
+async def test_a_row_whose_reschedule_fails_too_is_released_all_the_same(
+    tmp_path: Path,
+) -> None:
+    outbox = FlakyOutbox(tmp_path / "outbox.sqlite3")
+    worker = worker_on(outbox, ScriptedAuditor())
+    try:
+        item = await queued(outbox)
+        outbox.failing.update(mark_stored=1, retry_later=1)
+        await worker._guarded(item, asyncio.Semaphore(0))
+        assert item.id not in outbox._held
     finally:
         await outbox.aclose()

@@ -140,8 +140,15 @@ class OutboxWorker:
             await self.process(item)
         except Exception as exc:  # a bug here must not kill the worker or lose the row
             if is_outage(exc):  # the database went away mid-row: expected, and recovered
-                log.warning("outbox item %s interrupted: database unreachable (%s); its row is "
-                            "claimed again once its lease runs out", item.id, describe(exc))  # fmt: skip
+                log.warning("outbox item %s interrupted: database unreachable (%s); it is "
+                            "rescheduled, or claimed again once its lease runs out",
+                            item.id, describe(exc))  # fmt: skip
+                # Even when this fails too, it releases the row here: a row left among those
+                # in progress would have its lease renewed forever and never be claimed again.
+                with contextlib.suppress(Exception):
+                    await self.outbox.retry_later(
+                        item.id, f"database unreachable: {describe(exc)}", backoff_s(item.attempts)
+                    )
                 return
             log.exception("outbox item %s failed unexpectedly", item.id)
             with contextlib.suppress(Exception):
