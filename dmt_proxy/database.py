@@ -145,6 +145,10 @@ async def _ensure_vector(conn: AsyncConnection[Any], where: str, what: str) -> s
     return version
 
 
+RECONNECT_TIMEOUT_S = 5.0
+"""How long a pool keeps one series of reconnection attempts going (see ``open_pool``)."""
+
+
 async def open_pool(
     dsn: str,
     *,
@@ -167,6 +171,12 @@ async def open_pool(
         check=AsyncConnectionPool.check_connection,
         kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout_s))},
         timeout=connect_timeout_s,
+        # psycopg's reconnection backoff doubles without a cap (1, 2, 4, 8, 16 s...) until
+        # this timeout: after a 15 s outage the pool would wait up to 16 s more before
+        # trying again. Giving up each series after 5 s lets the next request (or the
+        # store circuit's probe) start a new one at once, so the pool follows the server
+        # back within seconds.
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
     )
     try:
         await pool.open(wait=True, timeout=connect_timeout_s)

@@ -24,7 +24,9 @@ there because only that module raises it, and subclasses a class of this tree)::
     │   ├── NoLogprobs             + ValueError  no token log-probs     (audit.logprob)
     │   └── ConsolidationError     not a valid memory plan     (memory.consolidation)
     ├── MemoryStoreError           the memory store failed at run time  (memory.base)
-    │   └── StoreClosed            the backend was closed               (memory.base)
+    │   ├── StoreClosed            the backend was closed               (memory.base)
+    │   └── CircuitOpenError       + ConnectionError  the store's circuit is open: the
+    │                              database is unreachable, so it is not called  (memory.circuit)
     ├── RecordConflict             + ValueError  a record id written again under another
     │                              user: a caller bug, not a store failure  (memory.base)
     └── RunInterrupted             a benchmark run stopped before its end; resumable

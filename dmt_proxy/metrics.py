@@ -114,6 +114,14 @@ class Metrics:
             "dmt_outbox_spool_depth", "Writes waiting in this proxy's local spool for the outbox database.",
             registry=r,
         )  # fmt: skip
+        self.store_circuit_state = Gauge(
+            "dmt_store_circuit_state", "The memory store's circuit breaker: 0 closed (store used), 1 open (retrieval skipped, writes spooled: the database is unreachable), 2 half-open (a probe is checking it).",
+            registry=r,
+        )  # fmt: skip
+        self.store_circuit_opened = Counter(
+            "dmt_store_circuit_opened", "Times the memory store's circuit opened because a call met a refused, lost or timed-out connection.",
+            registry=r,
+        )  # fmt: skip
         self.first_stage = Counter(
             "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
             ["decision"], registry=r,

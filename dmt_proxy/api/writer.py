@@ -6,9 +6,19 @@ the write did). ``json_reply`` answers with a finished body; ``stream_reply``
 answers with a server-sent event stream whose wire format the route supplies as a
 ``StreamFormat`` (chat chunks, Responses events).
 
-A stream's headers leave with its first chunk, before its write is known, so a
-stream reports its retrieval only. Its final outcome reaches the format's
-``closing``, after the pipeline has finished: the place to report it in-band.
+A stream's headers leave with its first chunk, before its write is known, so its
+headers report its retrieval only. Its write is reported in-band, as an SSE
+comment just before the route's closing events (``data: [DONE]`` for chat)::
+
+    : x-dmt-memory-write: queued
+
+The same words as the non-streamed header. A comment rather than a header sent
+early (which would have to promise ``queued`` before the answer is known: a tool
+step, an empty answer or a stream that fails midway writes nothing) or an HTTP
+trailer (which most clients never read); rather than an event, because SSE
+parsers, the OpenAI SDKs among them, skip comments, so no client sees an event
+type it does not know. A stream that ends without a write has no such line; one
+that fails midway ends with its error event instead.
 """
 
 from __future__ import annotations
@@ -92,6 +102,13 @@ def sse(data: bytes) -> bytes:
     return b"data: " + data + b"\n\n"
 
 
+def write_comment(outcome: MemoryOutcome) -> bytes:
+    """The SSE comment reporting a finished stream's write (empty when it wrote nothing)."""
+    if outcome.write is None:
+        return b""
+    return f": x-dmt-memory-write: {WRITE_NOTES[outcome.write]}\n\n".encode()
+
+
 class StreamFormat(Protocol):
     """How one route writes a chat stream on the wire; each call returns one write."""
 
@@ -154,6 +171,7 @@ async def stream_reply(
             return
         finally:
             await chunks.aclose()
-        yield fmt.closing(ctx.outcome)
+        # The pipeline's write has run by now (after the last chunk): its outcome is final.
+        yield write_comment(ctx.outcome) + fmt.closing(ctx.outcome)
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=headers)

@@ -13,6 +13,11 @@ process) or PostgreSQL (``DMT_OUTBOX``; by default PostgreSQL exactly when the
 memory backend is ``postgres``), shared by any number of proxies and
 ``dmt-proxy worker`` processes. ``DMT_WORKER=off`` builds the worker but never
 starts it, leaving the draining to those processes; it needs the shared outbox.
+
+One circuit breaker (``dmt_proxy.memory.circuit``) guards the store for retrieval
+and, with the PostgreSQL outbox, for the enqueue: its probe lists a reserved scope
+in the backend and reads the shared outbox's depth, so it closes only when both
+pools answer again.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from collections.abc import Callable, Iterable
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.base import MemoryBackend
+from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.circuit import CircuitBreaker, CircuitState, PoolReconnectWarnings
 from dmt_proxy.memory.registry import open_policy_backend
 from dmt_proxy.memory.review import ReviewService
 from dmt_proxy.memory.review_dataset import LabelledReview, labelled_reviews
@@ -39,6 +45,9 @@ from dmt_proxy.upstream.base import ChatModel
 from dmt_proxy.upstream.factory import open_upstream
 from dmt_proxy.upstream.models import ModelRegistry
 
+PROBE_SCOPE = Scope(user="dmt-circuit-probe")
+"""The scope the circuit's probe lists: a read of one indexed key, whatever the backend."""
+
 
 def database_url(settings: Settings, policy: Policy) -> str | None:
     """The PostgreSQL URL: the ``postgres`` backend's ``dsn`` option, else ``DMT_DATABASE_URL``."""
@@ -48,10 +57,15 @@ def database_url(settings: Settings, policy: Policy) -> str | None:
 
 
 async def build_outbox(
-    settings: Settings, policy: Policy, metrics: Metrics | None = None
+    settings: Settings,
+    policy: Policy,
+    metrics: Metrics | None = None,
+    *,
+    circuit: CircuitBreaker | None = None,
 ) -> Outbox:
     """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend);
-    a PostgreSQL one gets a local spool for writes made while its database is down."""
+    a PostgreSQL one gets a local spool for writes made while its database is down (and
+    while ``circuit`` is open)."""
     kind = settings.outbox
     if kind == "auto":
         kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
@@ -73,7 +87,44 @@ async def build_outbox(
     from dmt_proxy.memory.write.spool import SpooledOutbox
 
     primary = await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
-    return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics)
+    return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics, circuit=circuit)
+
+
+def store_circuit(
+    backend: MemoryBackend,
+    metrics: Metrics,
+    outbox: Callable[[], Outbox | None],
+    *,
+    database_url: str | None = None,
+) -> CircuitBreaker:
+    """The store's circuit breaker, exported as ``dmt_store_circuit_state``; ``outbox``
+    gives the outbox once it exists (the probe checks a shared one too). With a
+    ``database_url``, a slow call checks at once whether a new connection is refused."""
+    from dmt_proxy.memory.write.spool import SpooledOutbox
+
+    async def reachable() -> None:
+        import psycopg
+
+        assert database_url is not None
+        conn = await psycopg.AsyncConnection.connect(database_url, connect_timeout=2)
+        await conn.close()
+
+    async def probe() -> None:
+        await backend.list(PROBE_SCOPE, limit=1)
+        shared = outbox()
+        if isinstance(shared, SpooledOutbox):
+            await shared.primary.stats()
+
+    def export(old: CircuitState, new: CircuitState) -> None:
+        metrics.store_circuit_state.set(int(new))
+        if new is CircuitState.OPEN and old is CircuitState.CLOSED:
+            metrics.store_circuit_opened.inc()
+
+    if database_url is None:  # an in-process store: slow is not down, only errors open it
+        return CircuitBreaker("memory store", probe=probe, open_on_timeout=False,
+                              on_change=export)  # fmt: skip
+    PoolReconnectWarnings.install()  # one pool warning a minute during an outage, not each try
+    return CircuitBreaker("memory store", probe=probe, check=reachable, on_change=export)
 
 
 async def build_memory_service(
@@ -90,11 +141,16 @@ async def build_memory_service(
     name = policy.memory.backend
     if backend is None:
         backend = await open_policy_backend(settings, policy, registry, chat)
+    built: list[Outbox] = []
+    uses_database = name == "postgres" or settings.outbox == "postgres"
+    circuit = store_circuit(backend, metrics, lambda: built[0] if built else None,
+                            database_url=database_url(settings, policy) if uses_database else None)  # fmt: skip
     try:
-        outbox = await build_outbox(settings, policy, metrics)
+        outbox = await build_outbox(settings, policy, metrics, circuit=circuit)
     except BaseException:
         await backend.close()
         raise
+    built.append(outbox)
     try:
         trail = await build_trail(settings, policy)
     except BaseException:
@@ -114,7 +170,8 @@ async def build_memory_service(
     )
     service = DurableMemoryService(backend=backend, backend_name=name, outbox=outbox,
                                    worker=worker, policy=policy, metrics=metrics,
-                                   run_worker=settings.worker, trail=trail)  # fmt: skip
+                                   run_worker=settings.worker, trail=trail,
+                                   circuit=circuit)  # fmt: skip
     service.review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
                                    auditor=pipeline, instruction=service.instruction,
                                    metrics=metrics)  # fmt: skip

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
+from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
 from dmt_proxy.memory.render import RenderItem, render_memories
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # the review service builds on this module, not the other way
     from dmt_proxy.memory.write.trail import Trail
 
 log = logging.getLogger(__name__)
+
+CIRCUIT_OPEN = "store circuit open"
+"""The retrieval failure reported (``x-dmt-memory: unavailable (…)``) while the circuit is open."""
 
 
 class MemoryEntry(BaseModel):
@@ -109,6 +113,7 @@ class DurableMemoryService:
         retrieval_timeout_s: float = 5.0,
         run_worker: bool = True,
         trail: Trail | None = None,
+        circuit: CircuitBreaker | None = None,
     ) -> None:
         self._backend = backend
         self._trail = trail
@@ -121,6 +126,8 @@ class DurableMemoryService:
         self._metrics = metrics
         self._retrieval_timeout_s = retrieval_timeout_s
         self._run_worker = run_worker
+        self._circuit = circuit
+        """The store's circuit: while it is open retrieval is skipped without waiting."""
         self._instruction = prompt_path(policy.audit.dmt_prompt).read_text(encoding="utf-8").strip()
 
     @property
@@ -136,8 +143,10 @@ class DurableMemoryService:
             self._worker.start()
 
     async def aclose(self) -> None:
-        """Stop the worker, then close the outbox and the backend."""
+        """Stop the worker and the circuit's probe, then close the outbox and the backend."""
         await self._worker.stop()
+        if self._circuit is not None:
+            await self._circuit.aclose()
         await self._outbox.aclose()
         if self._trail is not None:
             await self._trail.aclose()
@@ -155,15 +164,25 @@ class DurableMemoryService:
         top_k = self._policy.memory.top_k
         if top_k == 0 or not query.strip():
             return Retrieval.skipped(ctx.memory)
+        if self._circuit is not None and not self._circuit.allow():
+            # The store is known to be down: answer at once instead of waiting out the timeout.
+            self._metrics.memory_skipped.labels("store_unavailable").inc()
+            return Retrieval.unavailable(ctx.memory, CIRCUIT_OPEN)
         started = time.perf_counter()
+        fetch = self._fetch(ctx.scope, query, top_k)
         try:
-            records = await asyncio.wait_for(
-                self._fetch(ctx.scope, query, top_k), timeout=self._retrieval_timeout_s
-            )
+            if self._circuit is None:
+                records = await asyncio.wait_for(fetch, timeout=self._retrieval_timeout_s)
+            else:  # gives up as soon as the circuit opens, and reports what failed to it
+                records = await self._circuit.run(
+                    fetch, timeout_s=self._retrieval_timeout_s, operation="retrieval"
+                )
         except Exception as exc:
             # The chat still answers; the write side is unaffected (it goes to the outbox).
-            log.warning("memory retrieval failed for request %s: %r", ctx.request_id, exc)
             self._metrics.memory_skipped.labels("store_unavailable").inc()
+            if isinstance(exc, CircuitOpenError):  # the circuit has said why, once
+                return Retrieval.unavailable(ctx.memory, CIRCUIT_OPEN)
+            log.warning("memory retrieval failed for request %s: %s", ctx.request_id, describe(exc))
             return Retrieval.unavailable(ctx.memory, type(exc).__name__)
         finally:
             self._metrics.retrieval_duration.labels(self._backend_name).observe(

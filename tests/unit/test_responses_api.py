@@ -105,7 +105,11 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
     """The events of a Responses stream, each checked against the SDK's event union."""
     events = []
     for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        # A line starting with ':' is an SSE comment (the proxy's write report): skipped,
+        # as the SDK skips it.
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if line[:1] != ":")
+        if not lines:
+            continue
         data = json.loads(lines["data"])
         assert lines["event"] == data["type"]
         EVENTS.validate_python(data, strict=True)

@@ -42,6 +42,7 @@ from dmt_proxy.database import (
     without_nul,
 )
 from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.circuit import describe
 from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -168,12 +169,20 @@ class PostgresOutbox:
         return outbox
 
     async def _beat(self) -> None:
+        failures = 0
         while True:
             await asyncio.sleep(self.lease_s / 3)
             try:
                 await self.renew()
+                failures = 0
             except Exception as exc:  # the database may be down a while: keep trying
-                log.warning("outbox lease renewal failed: %s", exc)
+                failures += 1
+                # One warning per outage, naming its cause; later failures are expected.
+                log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
+                    "outbox lease renewal failed (%s); retrying",
+                    describe(exc),
+                )
 
     async def renew(self) -> int:
         """Extend by ``lease_s`` the leases of the rows in progress here; how many there are."""

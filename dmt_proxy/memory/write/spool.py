@@ -2,11 +2,13 @@
 
 An enqueue cannot commit to a database that is unreachable, yet the client must get
 its answer and its write must not be lost. ``SpooledOutbox`` tries the PostgreSQL
-outbox first (for at most ``enqueue_timeout_s``); when that fails for a lost or
+outbox first (for at most ``enqueue_timeout_s``, and not at all while the store's
+circuit, ``dmt_proxy.memory.circuit``, is open); when that fails for a lost or
 refused connection it commits the row to a SQLite outbox under the proxy's state
 directory (``spool.sqlite3``, ``synchronous=FULL``) and acknowledges. A background
 task forwards spooled rows to PostgreSQL, oldest first, retrying with capped
-exponential backoff until the database answers again; a forwarded row is deleted
+exponential backoff until the database answers again (with a circuit: the moment
+its probe closes it); a forwarded row is deleted
 from the spool only after PostgreSQL committed it. While the spool holds rows, new
 writes go straight to it (no per-request wait on a dead database) until the
 forwarder has emptied it.
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dmt_proxy.memory.base import Scope
+from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
 from dmt_proxy.memory.write.outbox import OutboxItem, SqliteOutbox
 from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 from dmt_proxy.metrics import Metrics
@@ -67,12 +70,15 @@ class SpooledOutbox:
         metrics: Metrics | None = None,
         enqueue_timeout_s: float = 2.0,
         forward_backoff_s: tuple[float, float] = (0.25, 10.0),
+        circuit: CircuitBreaker | None = None,
     ) -> None:
         self.primary = primary
         self.spool = spool
         self._metrics = metrics
         self._enqueue_timeout_s = enqueue_timeout_s
         self._backoff = forward_backoff_s
+        self._circuit = circuit
+        """The store's circuit: while it is open, enqueues spool without trying PostgreSQL."""
         self._spooling = False
         """Set after an enqueue failed; cleared by the forwarder once the spool is empty."""
         self._kick = asyncio.Event()
@@ -80,10 +86,16 @@ class SpooledOutbox:
 
     @classmethod
     def open(
-        cls, primary: PostgresOutbox, state_dir: Path, *, metrics: Metrics | None = None
+        cls,
+        primary: PostgresOutbox,
+        state_dir: Path,
+        *,
+        metrics: Metrics | None = None,
+        circuit: CircuitBreaker | None = None,
     ) -> SpooledOutbox:
         """Open ``state_dir/spool.sqlite3`` and start forwarding what it already holds."""
-        outbox = cls(primary, SqliteOutbox(state_dir / "spool.sqlite3"), metrics=metrics)
+        outbox = cls(primary, SqliteOutbox(state_dir / "spool.sqlite3"), metrics=metrics,
+                     circuit=circuit)  # fmt: skip
         outbox._forwarder = asyncio.create_task(outbox._forward_loop(), name="dmt-spool-forward")
         return outbox
 
@@ -113,18 +125,24 @@ class SpooledOutbox:
     ) -> str:
         """Commit a write to PostgreSQL, or to the local spool when it is unreachable."""
         item_id = item_id or f"mem_{uuid.uuid4().hex}"
-        if not self._spooling:
+        if not self._spooling and (self._circuit is None or self._circuit.allow()):
+            insert = self.primary.enqueue(scope=scope, query=query, answer=answer,
+                                          request_id=request_id, mode=mode, item_id=item_id)  # fmt: skip
             try:
-                return await asyncio.wait_for(
-                    self.primary.enqueue(scope=scope, query=query, answer=answer,
-                                         request_id=request_id, mode=mode, item_id=item_id),
-                    timeout=self._enqueue_timeout_s,
-                )  # fmt: skip
+                if self._circuit is None:
+                    return await asyncio.wait_for(insert, timeout=self._enqueue_timeout_s)
+                # Gives up as soon as the circuit opens (the insert may still have committed:
+                # the spooled copy keeps its id, so it is not queued twice).
+                return await self._circuit.run(
+                    insert, timeout_s=self._enqueue_timeout_s, operation="enqueue"
+                )
             except Exception as exc:
                 if not connection_lost(exc):
                     raise
-                self._count_lost("enqueue")
-                log.warning("outbox database unreachable (%s); spooling writes locally", exc)
+                if not isinstance(exc, CircuitOpenError):  # the circuit has logged its cause
+                    self._count_lost("enqueue")
+                    log.warning("outbox database unreachable (%s); spooling writes locally",
+                                describe(exc))  # fmt: skip
                 self._spooling = True
         await self.spool.enqueue(scope=scope, query=query, answer=answer,
                                  request_id=request_id, mode=mode, item_id=item_id)  # fmt: skip
@@ -155,16 +173,25 @@ class SpooledOutbox:
                 if self._metrics is not None:
                     self._metrics.outbox_spool_depth.set(depth)
                 if moved or failures:
-                    log.info("forwarded %d spooled write(s) to the outbox database", moved)
+                    log.info("forwarded %d spooled write(s) to the outbox database%s", moved,
+                             f" after {failures} failed tries" if failures else "")  # fmt: skip
                 failures = 0
                 delay = 1.0
             except Exception as exc:  # the database may stay down for a long time: keep trying
                 failures += 1
                 base, cap = self._backoff
                 delay = min(cap, base * 2 ** min(failures - 1, 20))
-                log.warning("spool forward failed (%d in a row; next try in %.1fs): %s",
-                            failures, delay, exc)  # fmt: skip
+                # One warning per outage; the retries that follow are routine.
+                log.log(logging.WARNING if failures == 1 else logging.DEBUG,
+                        "spool forward failed (%s); retrying with backoff (%d in a row, next "
+                        "in %.1fs)", describe(exc), failures, delay)  # fmt: skip
             self._kick.clear()
+            if failures and self._circuit is not None and not self._circuit.allow():
+                # The circuit's probe watches the database: forward the moment it closes.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._backoff[1]):
+                        await self._circuit.wait_closed()
+                continue
             if failures:  # the database is down: wait out the backoff
                 await asyncio.sleep(delay)
                 continue

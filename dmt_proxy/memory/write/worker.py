@@ -14,7 +14,14 @@ at most the step it was in:
    deleted, and the audit is counted (here, once per memory, whatever the auditor).
 
 Backend failures retry forever with capped exponential backoff: an acknowledged
-write is never given up. An auditor that stays unreachable for
+write is never given up. A verdict whose save fails because the outbox database is
+unreachable is kept by the worker and saved when the database answers again (the
+row stays leased to this worker meanwhile), so a live worker never audits the same
+memory twice; only a worker that dies between the audit and the save, or a save
+that waits longer than the row's lease, leaves the audit to be repeated.
+
+Outages are expected: a call that fails for an unreachable database logs one
+warning naming the cause, never a traceback; a traceback means a bug. An auditor that stays unreachable for
 ``audit.max_attempts`` tries leaves the memory ``failed`` (visible, re-auditable
 with ``dmt-proxy audit-backfill``), never ``clean``.
 """
@@ -30,6 +37,7 @@ from dmt_proxy.audit.decision import AuditDecision
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
+from dmt_proxy.memory.circuit import describe, is_outage
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.trail import Trail
 from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
@@ -71,6 +79,8 @@ class OutboxWorker:
         self.metrics = metrics
         self.concurrency = concurrency
         self.idle_poll_s = idle_poll_s
+        self.save_retry_s = 0.25
+        """First delay before saving a kept verdict again (doubling, capped at 5 s)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._in_flight: set[str] = set()
@@ -105,15 +115,18 @@ class OutboxWorker:
                 if not items or time.monotonic() - gauges_at >= self.idle_poll_s:
                     gauges_at = time.monotonic()
                     await self.refresh_gauges()
-                poll_failures = 0
             except Exception as exc:  # e.g. the outbox database is down: back off, keep trying
                 poll_failures += 1
-                if poll_failures == 1:
-                    log.exception("outbox poll failed")
-                else:
-                    log.warning("outbox poll failed (%d in a row): %r", poll_failures, exc)
+                if not is_outage(exc):
+                    log.exception("outbox poll failed (%d in a row)", poll_failures)
+                elif poll_failures == 1:  # one line per outage; the retries are expected
+                    log.warning("outbox poll failed (%s); retrying with backoff", describe(exc))
                 await asyncio.sleep(backoff_s(poll_failures - 1, base=0.25, cap=5.0))
                 items = []
+            else:
+                if poll_failures:
+                    log.info("outbox poll works again after %d failed tries", poll_failures)
+                poll_failures = 0
             for item in items:
                 await sem.acquire()
                 self._in_flight.add(item.id)
@@ -130,6 +143,17 @@ class OutboxWorker:
         try:
             await self.process(item)
         except Exception as exc:  # a bug here must not kill the worker or lose the row
+            if is_outage(exc):  # the database went away mid-row: expected, and recovered
+                log.warning("outbox item %s interrupted: database unreachable (%s); it is "
+                            "rescheduled, or claimed again once its lease runs out",
+                            item.id, describe(exc))  # fmt: skip
+                # Even when this fails too, it releases the row here: a row left among those
+                # in progress would have its lease renewed forever and never be claimed again.
+                with contextlib.suppress(Exception):
+                    await self.outbox.retry_later(
+                        item.id, f"database unreachable: {describe(exc)}", backoff_s(item.attempts)
+                    )
+                return
             log.exception("outbox item %s failed unexpectedly", item.id)
             with contextlib.suppress(Exception):
                 await self.outbox.retry_later(
@@ -156,10 +180,7 @@ class OutboxWorker:
                 await self.backend.write(scope, record)
             except Exception as exc:
                 self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
-                log.warning("memory write %s failed, will retry: %s", item.id, exc)
-                await self.outbox.retry_later(
-                    item.id, f"backend write: {exc}", backoff_s(item.attempts)
-                )
+                await self._reschedule(item, "backend write", exc)
                 return
             self.metrics.memory_writes.labels(self.backend_name, "stored").inc()
             await self.outbox.mark_stored(item.id)
@@ -173,8 +194,41 @@ class OutboxWorker:
             verdict = await self._audit(item)
             if verdict is None:
                 return  # rescheduled
-            await self.outbox.save_verdict(item.id, verdict.model_dump(mode="json"))
+            await self._keep_verdict(item, verdict)
         await self._apply(item, scope, verdict)
+
+    async def _reschedule(self, item: OutboxItem, what: str, exc: Exception) -> None:
+        """Schedule another try after ``what`` failed with ``exc``; one log line says why."""
+        try:
+            await self.outbox.retry_later(item.id, f"{what}: {exc}", backoff_s(item.attempts))
+        except Exception as lost:
+            if not is_outage(lost):
+                raise
+            log.warning("%s of %s failed (%s) and the outbox database is unreachable (%s); its "
+                        "row is claimed again once its lease runs out", what, item.id,
+                        describe(exc), describe(lost))  # fmt: skip
+            return
+        log.warning("%s of %s failed, will retry: %s", what, item.id, describe(exc))
+
+    async def _keep_verdict(self, item: OutboxItem, verdict: AuditVerdict) -> None:
+        """Save ``verdict`` on the row; while the outbox database is unreachable, hold it
+        here and try again, so the memory is never audited twice by this live worker."""
+        failures = 0
+        while True:
+            try:
+                await self.outbox.save_verdict(item.id, verdict.model_dump(mode="json"))
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                failures += 1
+                if failures == 1:
+                    log.warning("verdict on %s kept until the outbox database answers (%s)",
+                                item.id, describe(exc))  # fmt: skip
+                await asyncio.sleep(backoff_s(failures - 1, base=self.save_retry_s, cap=5.0))
+                continue
+            if failures:
+                log.info("verdict on %s saved after %d failed tries", item.id, failures)
+            return
 
     async def _audit(self, item: OutboxItem) -> AuditVerdict | None:
         # By default only the user's words are judged: that is where the bias enters, and
@@ -230,9 +284,7 @@ class OutboxWorker:
             decision = await store_verdict(self.backend, scope, item.id, verdict, self.policy)
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
-            await self.outbox.retry_later(
-                item.id, f"backend update: {exc}", backoff_s(item.attempts)
-            )
+            await self._reschedule(item, "backend update", exc)
             return
         if not decision.store:
             self.metrics.memory_writes.labels(self.backend_name, "dropped").inc()
