@@ -111,7 +111,12 @@ def parse_sse(text: str) -> list[dict[str, Any]]:
     """The events of a Messages stream, each checked against the SDK's event union."""
     events = []
     for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        # A line starting with ':' is an SSE comment (the proxy's write report), which SSE
+        # clients skip, as the SDK does.
+        fields = [line for line in block.splitlines() if not line.startswith(":")]
+        if not fields:
+            continue
+        lines = dict(line.split(": ", 1) for line in fields)
         data = json.loads(lines["data"])
         assert lines["event"] == data["type"]
         if data["type"] == "error":
