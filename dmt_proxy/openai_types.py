@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from dmt_proxy.errors import InvalidRequest
+
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 # Parameters forwarded to the upstream as they are.
@@ -269,3 +271,21 @@ def reply_problem(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+def translated_chat_request(body: dict[str, Any], param: str) -> ChatCompletionRequest:
+    """A chat request from another API's translated fields (``None`` values left out).
+
+    A translated value out of chat's range is a 400 naming the chat field, with ``param``
+    the caller's own field it came from (the Responses API's ``input``, Messages'
+    ``messages``).
+    """
+    try:
+        return ChatCompletionRequest.model_validate({k: v for k, v in body.items()
+                                                     if v is not None})  # fmt: skip
+    except ValidationError as exc:  # a translated field out of range: name the chat field
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidRequest(
+            f"Invalid request after translation to chat ({where}): {first['msg']}", param=param
+        ) from None

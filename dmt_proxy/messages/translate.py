@@ -16,8 +16,6 @@ import json
 import uuid
 from typing import Any
 
-from pydantic import ValidationError
-
 from dmt_proxy.errors import InvalidRequest, UpstreamError
 from dmt_proxy.messages.protocol import (
     ContentBlock,
@@ -28,7 +26,12 @@ from dmt_proxy.messages.protocol import (
     TextBlock,
     ToolUseBlock,
 )
-from dmt_proxy.openai_types import ChatCompletion, ChatCompletionRequest, Usage
+from dmt_proxy.openai_types import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    Usage,
+    translated_chat_request,
+)
 
 UNSUPPORTED_BLOCKS: dict[str, str] = {
     "image": "dmt-proxy passes text only",
@@ -239,14 +242,7 @@ def to_chat_request(req: MessagesRequest) -> ChatCompletionRequest:
         # Usage arrives in the last chunk only when asked for; message_delta carries it.
         "stream_options": {"include_usage": True} if req.stream else None,
     }  # fmt: skip
-    try:
-        return ChatCompletionRequest.model_validate({k: v for k, v in body.items()
-                                                     if v is not None})  # fmt: skip
-    except ValidationError as exc:  # a translated field out of range: name the chat field
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise _bad(f"Invalid request after translation to chat ({where}): {first['msg']}",
-                   "messages") from None  # fmt: skip
+    return translated_chat_request(body, "messages")
 
 
 def stop_reason(finish: str | None, matched: str | None) -> StopReason:

@@ -16,10 +16,13 @@ import time
 import uuid
 from typing import Any
 
-from pydantic import ValidationError
-
 from dmt_proxy.errors import InvalidRequest
-from dmt_proxy.openai_types import ChatCompletion, ChatCompletionRequest, Usage
+from dmt_proxy.openai_types import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    Usage,
+    translated_chat_request,
+)
 from dmt_proxy.responses.protocol import (
     FunctionCallItem,
     IncompleteDetails,
@@ -180,14 +183,7 @@ def to_chat_request(req: ResponsesRequest) -> ChatCompletionRequest:
         # Usage arrives in the last chunk only when asked for; response.completed carries it.
         "stream_options": {"include_usage": True} if req.stream else None,
     }  # fmt: skip
-    try:
-        return ChatCompletionRequest.model_validate({k: v for k, v in body.items()
-                                                     if v is not None})  # fmt: skip
-    except ValidationError as exc:  # a translated field out of range: name the chat field
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise _bad(f"Invalid request after translation to chat ({where}): {first['msg']}",
-                   "input") from None  # fmt: skip
+    return translated_chat_request(body, "input")
 
 
 def response_shell(req: ResponsesRequest, *, response_id: str, created_at: int, model: str,
