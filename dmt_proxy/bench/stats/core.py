@@ -1,4 +1,4 @@
-"""The statistics every benchmark shares: intervals, resampling, percentiles, means.
+"""Intervals, resampling, percentiles, means and the estimate type (``dmt_proxy.bench.stats``).
 
 One module for every interval and resampling scheme of ``dmt_proxy.bench`` (offline
 model fitting is in ``dmt_proxy.bench.fit``):
@@ -21,10 +21,8 @@ model fitting is in ``dmt_proxy.bench.fit``):
 - the one estimate type, ``Estimate`` (a value, its ``Interval``, ``k`` of ``n`` for a
   proportion), written in the shape each result file always had (``FlatEstimate``,
   ``RateEstimate``, ``CountEstimate``, ``DifferenceEstimate``);
-- few clusters (issue 30; no report uses them yet): Student's t (``t_quantile``), the
-  delete-one-cluster jackknife t interval (``cluster_jackknife``), the MDE with t
-  quantiles, a label-permutation test that says when its level is out of reach, and
-  Holm's correction over a declared family.
+- few clusters (DIB contexts): ``dmt_proxy.bench.stats.clusters`` (the jackknife-t
+  interval, t quantiles, MDE, permutation tests that say when they cannot reject, Holm).
 
 Conventions (each tested on hand-computed cases in ``tests/unit/test_stats.py``):
 
@@ -45,7 +43,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import combinations
 from statistics import NormalDist
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -554,212 +551,3 @@ def mean_of_finite_replicates(reps: Mapping[str, np.ndarray]) -> np.ndarray:
     ok = ~np.isnan(stack)
     n = ok.sum(axis=0)
     return np.where(n > 0, np.where(ok, stack, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
-
-
-# ---------------------------------------------------------------- few clusters (issue 30)
-# Not used by any report yet. With 4 to 24 DIB contexts (clusters) a normal quantile
-# understates the uncertainty of a cluster-level estimate; these use Student's t with
-# G − 1 degrees of freedom, say when a permutation test cannot reach its level, and
-# correct a declared family of tests for multiplicity.
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):  # fmt: skip
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularized incomplete beta function (``0 <= x <= 1``)."""
-    if x <= 0.0 or x >= 1.0:
-        return 0.0 if x <= 0.0 else 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))  # fmt: skip
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T ≤ t) for Student's t with ``df`` degrees of freedom: ``1 − ½ I_{df/(df+t²)}(df/2, ½)``."""
-    if df <= 0:
-        raise ValueError(f"df must be positive, got {df}")
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: float) -> float:
-    """t_{p, df}: the ``p`` quantile of Student's t (``0 < p < 1``), by bisection on ``t_cdf``."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-        if hi - lo < 1e-13 * max(1.0, hi):
-            break
-    return (lo + hi) / 2.0
-
-
-def cluster_jackknife(
-    clusters: Sequence[T], statistic: Callable[[Sequence[T]], float], confidence: float = 0.95
-) -> Estimate:
-    """``statistic`` of all G clusters with a delete-one-cluster jackknife t interval.
-
-    With ``θ_(i)`` the statistic without cluster i and ``θ̄`` their mean:
-    ``SE² = (G − 1)/G · Σ_i (θ_(i) − θ̄)²`` and the interval ``θ̂ ± t_{1−α/2, G−1} · SE``.
-    For the mean of cluster values this is exactly the one-sample t interval. Undefined
-    (NaN interval) with fewer than 2 clusters or a non-finite leave-one-out value.
-    """
-    value = statistic(list(clusters))
-    g = len(clusters)
-    if g < 2:
-        return Estimate(value=value)
-    loo = [statistic([c for j, c in enumerate(clusters) if j != i]) for i in range(g)]
-    if not all(math.isfinite(x) for x in loo) or not math.isfinite(value):
-        return Estimate(value=value)
-    centre = sum(loo) / g
-    se = math.sqrt((g - 1) / g * sum((x - centre) ** 2 for x in loo))
-    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, g - 1) * se
-    return Estimate(value=value, ci=Interval(low=value - half, high=value + half))
-
-
-def minimum_detectable_effect_t(
-    se: float, df: float, *, alpha: float = 0.05, power: float = 0.8
-) -> float:
-    """``minimum_detectable_effect`` with t quantiles: ``(t_{1−α/2, df} + t_{power, df}) · SE``.
-
-    For an estimate over G clusters, ``df = G − 1``; at 4 clusters the factor is
-    ``3.182 + 0.978 = 4.16`` rather than the normal 2.80. NaN when SE is NaN or ≤ 0.
-    """
-    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
-        raise ValueError(f"need 0 < alpha < 1 and 0 < power < 1, got {alpha}, {power}")
-    if not math.isfinite(se) or se <= 0:
-        return NAN
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
-
-
-class PermutationTest(BaseModel):
-    """A label-permutation test and whether its design can reach ``alpha`` at all."""
-
-    model_config = ConfigDict(frozen=True)
-    statistic: float
-    """mean(treated clusters) − mean(control clusters)."""
-    p_value: float
-    min_p: float
-    """The smallest p-value this design can produce, whatever the data."""
-    n_assignments: int
-    """Label assignments compared (every one when ``exact``)."""
-    exact: bool
-    alpha: float
-    testable: bool
-    """``min_p <= alpha``: otherwise no data could reject, and ``verdict`` says so."""
-    verdict: Literal["reject", "do not reject", "not testable at alpha"]
-
-
-def label_permutation_test(
-    values: Sequence[float],
-    treated: Sequence[bool],
-    *,
-    alpha: float = 0.05,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-) -> PermutationTest:
-    """Two-sided test of ``mean(treated) − mean(control)`` by permuting the cluster labels.
-
-    Every one of the ``C(G, G_t)`` assignments of the treated labels when they number no
-    more than ``n_permutations`` (exact: ``p = #{|T_a| ≥ |T_obs|} / N``, smallest ``1/N``,
-    or ``2/N`` when the arms are the same size, since swapping them gives the same |T|);
-    otherwise ``n_permutations`` random assignments (``p = (1 + #) / (1 + n)``, smallest
-    ``1/(1 + n)``). When that smallest p exceeds ``alpha`` the verdict is "not testable
-    at alpha" whatever the data: 4 clusters split 2/2 give ``min_p = 2/6``.
-    """
-    if len(values) != len(treated):
-        raise ValueError("one label per cluster value")
-    g, g_t = len(values), sum(bool(t) for t in treated)
-    if g_t == 0 or g_t == g:
-        raise ValueError("need at least one treated and one control cluster")
-
-    def diff(labels: Sequence[bool]) -> float:
-        a = [v for v, t in zip(values, labels, strict=True) if t]
-        b = [v for v, t in zip(values, labels, strict=True) if not t]
-        return sum(a) / len(a) - sum(b) / len(b)
-
-    observed = diff(treated)
-    total = math.comb(g, g_t)
-    exact = total <= n_permutations
-    if exact:
-        draws = [[i in chosen for i in range(g)] for chosen in combinations(range(g), g_t)]
-    else:
-        rng = random.Random(seed)
-        draws = []
-        for _ in range(n_permutations):
-            chosen = set(rng.sample(range(g), g_t))
-            draws.append([i in chosen for i in range(g)])
-    exceed = sum(abs(diff(d)) >= abs(observed) - 1e-12 for d in draws)
-    if exact:
-        p, min_p = exceed / total, (2 if 2 * g_t == g else 1) / total
-    else:
-        p, min_p = (1 + exceed) / (1 + n_permutations), 1 / (1 + n_permutations)
-    testable = min_p <= alpha
-    verdict: Literal["reject", "do not reject", "not testable at alpha"] = (
-        "not testable at alpha" if not testable else "reject" if p <= alpha else "do not reject"
-    )
-    return PermutationTest(
-        statistic=observed, p_value=p, min_p=min_p, n_assignments=len(draws), exact=exact,
-        alpha=alpha, testable=testable, verdict=verdict,
-    )  # fmt: skip
-
-
-class HolmResult(BaseModel):
-    """One hypothesis of a family after Holm's step-down correction."""
-
-    model_config = ConfigDict(frozen=True)
-    p_value: float
-    adjusted: float
-    reject: bool
-
-
-def holm(p_values: Mapping[str, float], *, alpha: float = 0.05) -> dict[str, HolmResult]:
-    """Holm's step-down correction over the declared family ``p_values`` (name → p).
-
-    Sorted ascending, ``p_(1) ≤ … ≤ p_(m)``: ``adj_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j))``;
-    a hypothesis is rejected when its adjusted p is at most ``alpha`` (family-wise error
-    ≤ alpha). A NaN p still counts in ``m`` (the family is what was declared, not what
-    could be computed), gets a NaN adjusted p and is not rejected. Names keep their order.
-    """
-    m = len(p_values)
-    order = sorted((p, name) for name, p in p_values.items() if math.isfinite(p))
-    adjusted: dict[str, float] = {}
-    running = 0.0
-    for j, (p, name) in enumerate(order):
-        running = max(running, min(1.0, (m - j) * p))
-        adjusted[name] = running
-    return {
-        name: HolmResult(
-            p_value=p,
-            adjusted=adjusted.get(name, NAN),
-            reject=name in adjusted and adjusted[name] <= alpha,
-        )
-        for name, p in p_values.items()
-    }
