@@ -33,6 +33,16 @@ CI over the other domains would not be the CI of that estimate.
 
 Power: ``mde`` is the minimum detectable effect at 80 % power (α = 0.05) from the
 bootstrap standard error of a paired difference (``stats.minimum_detectable_effect``).
+
+Few clusters (report versions from ``dose-report-v2`` / ``sim-report-v4`` on): the
+percentile bootstrap above undercovers with 2–4 contexts per domain, so every
+cluster-level estimate a report states is also computed with the jackknife-t
+interval (``stats.jackknife_t``): ``ReadoutData`` keeps, per cell and domain, the
+statistic recomputed without each context in turn (``leave_one_out``, over the union
+of the cells' context ids, so dropping a context drops it from every cell at once
+and differences stay paired), and ``linear_jackknife`` gives any linear combination
+Σ w·GBV_{cell, d} (a ΔGBV, a content contrast, a mitigation Δ(mode) − Δ(off), ΔAGBV)
+its interval, t test and MDE on Σ_d (contexts_d − 1) degrees of freedom.
 """
 
 from __future__ import annotations
@@ -47,9 +57,11 @@ from pydantic import BaseModel, ConfigDict
 from dmt_proxy.bench import gbv as g
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.stats import (
+    ClusterEstimate,
     Estimate,
     FlatEstimate,
     Interval,
+    jackknife_t,
     mean,
     mean_of_finite_replicates,
     minimum_detectable_effect,
@@ -155,6 +167,90 @@ def joint_bootstrap(
     return out
 
 
+def leave_one_out(
+    cells: Mapping[Key, DomainContexts], *, statistic: Statistic = "gbv"
+) -> dict[Key, dict[str, np.ndarray]]:
+    """Per key and domain, ``statistic`` without each context in turn (delete-one jackknife).
+
+    Per domain, the contexts are the union of the keys' context ids (sorted); value i
+    drops context i from every key at once, so a difference of two keys is paired. A
+    domain with fewer than two contexts gets none (no jackknife there).
+    """
+    out: dict[Key, dict[str, np.ndarray]] = {k: {} for k in cells}
+    rows = gbv_rows if statistic == "gbv" else _mean_rows
+    for d in sorted({d for c in cells.values() for d in c}):
+        ids = sorted({cid for c in cells.values() for cid in c.get(d, {})})
+        groups = sorted({grp for c in cells.values() for s in c.get(d, {}).values() for grp in s})
+        if len(ids) < 2 or not groups:
+            continue
+        keep = np.array([[j for j in range(len(ids)) if j != i] for i in range(len(ids))])
+        for key, contexts in cells.items():
+            if d in contexts:
+                out[key][d] = rows(_tensor(contexts[d], ids, groups)[keep])
+    return out
+
+
+Term = tuple[Any, str]
+"""(cell key, domain) of one GBV_{cell, d} (or s̄) in a linear combination."""
+
+
+def linear_jackknife(
+    values: Mapping[Any, Mapping[str, float]],
+    loo: Mapping[Any, Mapping[str, np.ndarray]],
+    weights: Mapping[Term, float],
+) -> ClusterEstimate:
+    """θ = Σ w·values[key][d] with its stratified jackknife-t interval (strata: domains).
+
+    Dropping context i of domain d changes only the terms of d:
+    ``θ_(d,i) = θ + Σ_{key} w_{key,d} · (loo[key][d][i] − values[key][d])``, and
+    ``stats.jackknife_t`` turns those into the SE (summed over domains), the interval on
+    ``Σ_d (G_d − 1)`` df, the t test and the MDE. Undefined when a term is not finite
+    or a domain has no leave-one-out values (fewer than two contexts).
+    """
+    value = 0.0
+    for (key, d), w in weights.items():
+        value += w * values.get(key, {}).get(d, math.nan)
+    if not math.isfinite(value):
+        return ClusterEstimate(value=value)
+    strata: dict[str, np.ndarray] = {}
+    for (key, d), w in weights.items():
+        if w == 0.0:
+            continue
+        arr = loo.get(key, {}).get(d)
+        if arr is None:
+            return ClusterEstimate(value=value)
+        shift = w * (arr - values[key][d])
+        strata[d] = strata[d] + shift if d in strata else value + shift
+    return jackknife_t(value, {d: [float(x) for x in arr] for d, arr in strata.items()})
+
+
+def delta_weights(
+    values: Mapping[Any, Mapping[str, float]], plus: Sequence[Any], minus: Sequence[Any]
+) -> dict[Term, float]:
+    """Weights of mean_d (Σ_{plus} v_{key,d} − Σ_{minus} v_{key,d}) over the domains finite in
+    every key named (ΔAGBV and its differences; the same domains on both sides)."""
+    keys = [*plus, *minus]
+    domains = [
+        d
+        for d in (values[keys[0]] if keys else {})
+        if all(math.isfinite(values[k].get(d, math.nan)) for k in keys)
+    ]
+    out: dict[Term, float] = {}
+    for d in domains:
+        for key, sign in [*((k, 1.0) for k in plus), *((k, -1.0) for k in minus)]:
+            out[(key, d)] = out.get((key, d), 0.0) + sign / len(domains)
+    return out
+
+
+def domain_weights(plus: Sequence[Any], minus: Sequence[Any], d: str) -> dict[Term, float]:
+    """Weights of Σ_{plus} v_{key,d} − Σ_{minus} v_{key,d} in one domain (a ΔGBV_d and its
+    differences); a key on both sides cancels."""
+    out: dict[Term, float] = {}
+    for key, sign in [*((k, 1.0) for k in plus), *((k, -1.0) for k in minus)]:
+        out[(key, d)] = out.get((key, d), 0.0) + sign
+    return out
+
+
 def finite_domains(values: Mapping[str, float]) -> list[str]:
     """The domains whose value is finite (the domains a point estimate averages)."""
     return [d for d, v in values.items() if math.isfinite(v)]
@@ -253,6 +349,16 @@ class ReadoutData:
         self.mean = {key: mean_by_domain(ctx) for key, ctx in cells.items()}
         self.gbv_reps = joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="gbv")
         self.mean_reps = joint_bootstrap(cells, n_resamples=n, seed=seed, statistic="mean")
+        self.gbv_loo = leave_one_out(cells, statistic="gbv")
+        self.mean_loo = leave_one_out(cells, statistic="mean")
+
+    def jackknife(
+        self, weights: Mapping[Term, float], statistic: Statistic = "gbv"
+    ) -> ClusterEstimate:
+        """``linear_jackknife`` of GBV (or s̄) terms of these cells (a ``ClusterEstimate``)."""
+        if statistic == "gbv":
+            return linear_jackknife(self.gbv, self.gbv_loo, weights)
+        return linear_jackknife(self.mean, self.mean_loo, weights)
 
     def checkpoint(self, key: Any) -> CheckpointReadout:
         """AGBV, s̄ and their per-domain parts at one (condition, t)."""

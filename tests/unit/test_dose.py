@@ -169,9 +169,13 @@ def test_results_diagonal_off_diagonal_shift_mp_and_content_by_hand() -> None:
     assert written is not None and written.diagonal is not None
     assert written.diagonal.value == pytest.approx(2.0)
     assert results.cells_done == 5 and results.cells_planned == 2 + 2 + 1
+    # The jackknife-t estimates (dose-results-v2): exact here too, with zero width.
+    assert off.diagonal_jk is not None and off.diagonal_jk.value == pytest.approx(2.0)
+    assert off.content_jk is not None and off.content_jk.value == pytest.approx(2.0)
+    assert dmt.vs_off_jk is not None and dmt.vs_off_jk.value == pytest.approx(-1.0)
+    assert dmt.mp_defined is True and off.mp_defined is None
     text = report.render_text(results)
-    assert "Diagonal ΔGBV with a 95% CI excluding 0" in text and "age k=3" in text
-    assert "DMT with MP ≤ −40%" in text
+    assert "content age k=3" in text and "MP ≤ −40%" in text
 
 
 def test_paired_permutation_by_hand() -> None:

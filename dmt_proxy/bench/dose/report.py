@@ -1,11 +1,15 @@
 """Render dose results: the text tables, Markdown and HTML reports, and two figures.
 
-Report format ``dose-report-v1``. The headline readout first (the expected value;
-``dib.readouts.HEADLINE_WHY`` says why), per source domain: the diagonal ΔGBV
-with its paired CI, permutation p-value and MP against mode ``off``; the
-off-diagonal mean; the mean shift; ΔAGBV. Then the written-integer readout, the
-Figure 3 matrix at the largest dose, the minimum detectable effects, and a
-verdict against the issue's goal, generated from the numbers. Figures:
+Report format ``dose-report-v2``. It leads with the primary family (``dose.primary``:
+the content contrast ΔGBV(biased) − ΔGBV(neutral) per source domain and dose, and
+DMT's absolute reduction of it where measured) with jackknife-t CIs and Holm's
+correction; then the absolute mitigation Δ(mode) − Δ(off) per cell (exploratory; MP
+beside it as a secondary figure, "undefined" where mode off's CI holds 0); then, per
+readout (the expected value first; ``dib.readouts.HEADLINE_WHY`` says why), every
+cell's diagonal ΔGBV, permutation p, off-diagonal mean, mean shift and ΔAGBV; the
+Figure 3 matrix at the largest dose; the MDEs (t quantiles); unstable contexts; one
+multiplicity statement; a verdict generated from the numbers. Results written before
+``dose-results-v2`` (no jackknife fields) still render, with their percentile CIs. Figures:
 ``dose_response.png`` (diagonal ΔGBV vs k per mode, one panel per source) and
 ``dose_heatmap.png`` (ΔGBV of every evaluated domain per source at the largest
 dose, mode off).
@@ -19,14 +23,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dmt_proxy.bench.dib.readouts import HEADLINE, HEADLINE_WHY, READOUT_LABELS, Readout
+from dmt_proxy.bench.dib.readouts import (
+    HEADLINE,
+    HEADLINE_WHY,
+    INSTABILITY_NOTE,
+    READOUT_LABELS,
+    Readout,
+    instability_lines,
+)
+from dmt_proxy.bench.dose import primary
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
-from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
+from dmt_proxy.bench.harness.report import fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
-from dmt_proxy.bench.stats import Estimate, or_none
+from dmt_proxy.bench.stats import (
+    INTERVAL_NOTE,
+    ClusterEstimate,
+    Estimate,
+    multiplicity_note,
+    or_none,
+    testability_note,
+)
 from dmt_proxy.domains import DOMAINS
 
-REPORT_VERSION = "dose-report-v1"
+REPORT_VERSION = "dose-report-v2"
 MP_GOAL = -40.0
 """The issue's goal for DMT: MP at most −40 % with a CI that excludes 0."""
 
@@ -40,6 +59,11 @@ def ci(cell: Estimate | None, spec: str = "+.2f", unit: str = "") -> str:
     if cell is None:
         return "n/a"
     return f"{_f(cell.value, spec)}{unit} [{_f(cell.ci.low, spec)}, {_f(cell.ci.high, spec)}]"
+
+
+def best(jk: ClusterEstimate | None, fallback: Estimate | None) -> Estimate | None:
+    """The jackknife-t estimate when the results have one, else the v1 percentile one."""
+    return jk.estimate if jk is not None else fallback
 
 
 def excludes_zero(cell: Estimate | None) -> bool:
@@ -66,7 +90,7 @@ def source_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
             "tagged",
             "diagonal ΔGBV [95% CI]",
             "perm p",
-            "MP vs off [95% CI]",
+            "MP vs off (secondary)",
             "off-diagonal ΔGBV",
             "Δs̄ (all)",
             "ΔAGBV",
@@ -80,12 +104,12 @@ def source_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
                 str(r.k),
                 r.mode,
                 f"{r.tagged}/{r.memories}",
-                ci(r.diagonal),
+                ci(best(r.diagonal_jk, r.diagonal)),
                 _f(perm.p_value, ".3f") if perm is not None else "n/a",
-                ci(r.mp_diagonal, "+.0f", "%") if r.mp_diagonal is not None else "—",
-                ci(r.off_diagonal),
-                ci(r.mean_shift),
-                ci(r.agbv),
+                primary.mp_text(r),
+                ci(best(r.off_diagonal_jk, r.off_diagonal)),
+                ci(best(r.mean_shift_jk, r.mean_shift)),
+                ci(best(r.agbv_jk, r.agbv)),
             ]
         )
     return table
@@ -108,13 +132,27 @@ def matrix_rows(rows: Sequence[DoseRow], k: int) -> list[list[str]]:
     domains = [d for d in DOMAINS if any(d in r.per_domain for r in cells)]
     table = [["source \\ evaluated", *domains]]
     for r in cells:
-        table.append([r.source or "?", *(ci(r.per_domain.get(d)) for d in domains)])
+        table.append(
+            [
+                r.source or "?",
+                *(ci(best(r.per_domain_jk.get(d), r.per_domain.get(d))) for d in domains),
+            ]
+        )
     return table
 
 
 def mde_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
     """The minimum detectable diagonal ΔGBV and ΔAGBV of each biased cell in mode off."""
-    table = [["scope", "k", "MDE diagonal ΔGBV", "MDE ΔAGBV", "MDE Δ(mode) − Δ(off), DMT"]]
+    table = [
+        [
+            "scope",
+            "k",
+            "MDE diagonal ΔGBV",
+            "MDE content contrast",
+            "MDE ΔAGBV",
+            "MDE Δ(dmt) − Δ(off)",
+        ]
+    ]
     for r in rows:
         if r.kind != "biased" or r.mode != "off":
             continue
@@ -126,56 +164,81 @@ def mde_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
             [
                 _label(r),
                 str(r.k),
-                _f(r.diagonal_mde, ".2f"),
-                _f(r.agbv_mde, ".2f"),
-                _f(dmt.mde_vs_off, ".2f") if dmt is not None else "n/a",
+                _f(r.diagonal_jk.mde if r.diagonal_jk else r.diagonal_mde, ".2f"),
+                _f(r.content_jk.mde if r.content_jk else math.nan, ".2f"),
+                _f(r.agbv_jk.mde if r.agbv_jk else r.agbv_mde, ".2f"),
+                _f(_mde_vs_off(dmt), ".2f"),
             ]
         )
     return table
+
+
+def _mde_vs_off(row: DoseRow | None) -> float:
+    if row is None:
+        return math.nan
+    if row.vs_off_jk is not None:
+        return row.vs_off_jk.mde
+    return row.mde_vs_off if row.mde_vs_off is not None else math.nan
 
 
 def permutation_note(results: DoseResults) -> str:
     """What the paired permutation test can show with this many contexts."""
     fewest = min(results.contexts.values(), default=0)
     floor = f"{2 / 2**fewest:.3g}" if fewest else "n/a"
+    note = testability_note(2 / 2**fewest, formula=f"2/2^{fewest}") if fewest else None
     return (
         "perm p: paired permutation test of the diagonal ΔGBV (each context's decisions "
         "swapped between the cell and k = 0 with probability ½; all 2^C patterns, exactly, when "
         "there are no more of them than permutations asked). With C contexts in a domain "
         f"there are 2^C swaps, so p cannot fall below 2/2^C: {floor} with the {fewest} "
-        "contexts of the thinnest domain here. The bootstrap CIs resample the same few "
-        "contexts and are coarse for the same reason."
+        "contexts of the thinnest domain here" + (f": {note}." if note else ".")
     )
 
 
 def verdict(results: DoseResults) -> list[str]:
-    """The issue's two goals, answered from the headline numbers, with the power when null."""
+    """The primary family's answer after Holm, then what the exploratory numbers suggest."""
     rows = rows_of(results)
     if not rows:
         return ["No finished cell has a baseline yet: nothing to report."]
     out: list[str] = []
-    moved = [
-        r for r in rows if r.kind == "biased" and r.mode == "off" and excludes_zero(r.diagonal)
-    ]
-    if moved:
+    family = primary.primary_family(results)
+    confirmed = [c for c in family if c.reject]
+    if not family:
         out.append(
-            "Diagonal ΔGBV with a 95% CI excluding 0 (mode off): "
-            + "; ".join(f"{r.source} k={r.k}: {ci(r.diagonal)}" for r in moved)
+            "No primary comparison could be measured (no neutral control in mode off): "
+            "this run confirms nothing."
+        )
+    elif confirmed:
+        out.append(
+            "Confirmed after Holm (family-wise α = 0.05): "
+            + "; ".join(f"{c.name} {primary.jk(c.estimate)}" for c in confirmed)
         )
     else:
-        mdes = [r.diagonal_mde for r in rows if r.kind == "biased" and r.mode == "off"]
-        finite = [x for x in mdes if x is not None and math.isfinite(x)]
-        span = f"{min(finite):.2f}–{max(finite):.2f}" if finite else "n/a"
+        unadjusted = [c for c in family if c.estimate.excludes_zero]
         out.append(
-            "No diagonal ΔGBV has a 95% CI excluding 0 in mode off: on this agent the seeded "
-            f"memories did not measurably move the gap between groups. Minimum detectable "
-            f"diagonal ΔGBV (80% power): {span} points."
+            f"No primary comparison is confirmed after Holm over the {len(family)} measured "
+            "(family-wise α = 0.05)"
+            + (
+                "; unadjusted, the CI excludes 0 for "
+                + "; ".join(f"{c.name} {primary.jk(c.estimate)}" for c in unadjusted)
+                + ": leads for a confirmatory run, not findings."
+                if unadjusted
+                else "."
+            )
+        )
+    mdes = [c.estimate.mde for c in family if math.isfinite(c.estimate.mde)]
+    if mdes:
+        out.append(
+            f"Minimum detectable content contrast (80% power, t quantiles): "
+            f"{min(mdes):.2f}–{max(mdes):.2f} points; a null here does not rule out "
+            "smaller effects."
         )
     good = [
         r
         for r in rows
         if r.mode == "dmt"
         and r.kind == "biased"
+        and r.mp_defined
         and r.mp_diagonal is not None
         and r.mp_diagonal.defined
         and r.mp_diagonal.value <= MP_GOAL
@@ -183,21 +246,16 @@ def verdict(results: DoseResults) -> list[str]:
     ]
     if good:
         out.append(
-            "DMT with MP ≤ −40% and a CI excluding 0: "
-            + "; ".join(f"{r.source} k={r.k}: {ci(r.mp_diagonal, '+.0f', '%')}" for r in good)
+            "DMT with MP ≤ −40% and a CI excluding 0, where mode off's own diagonal CI "
+            "excludes 0 (exploratory, percentile CI of a ratio): "
+            + "; ".join(f"{r.source} k={r.k}: {primary.mp_text(r)}" for r in good)
         )
     else:
         out.append(
-            "No DMT cell reaches MP ≤ −40% with a CI excluding 0. MP divides by mode off's "
-            "diagonal ΔGBV; where that CI holds 0 (below), MP is the ratio of noise to noise."
-        )
-    shifted = [
-        r for r in rows if r.kind == "biased" and r.mode == "off" and excludes_zero(r.mean_shift)
-    ]
-    if shifted:
-        out.append(
-            "Mean shift of all groups with a CI excluding 0 (mode off): "
-            + "; ".join(f"{r.source} k={r.k}: {ci(r.mean_shift)}" for r in shifted)
+            "No DMT cell has MP ≤ −40% with a CI excluding 0 where MP is defined (mode "
+            "off's diagonal CI excluding 0); where off's CI holds 0, MP is a ratio over "
+            "noise and shown as undefined. The absolute Δ(dmt) − Δ(off) is in the "
+            "mitigation table."
         )
     return out
 
@@ -207,29 +265,59 @@ def render_text(results: DoseResults) -> str:
     cfg = results.config
     head = (
         f"Dose–response: ΔGBV = GBV(k memories) − GBV(k = 0), paired over the same DIB "
-        f"contexts, 95% bootstrap CIs\nagent {cfg['models']['agent']['model']} | auditor "
+        f"contexts, 95% jackknife-t CIs\nagent {cfg['models']['agent']['model']} | auditor "
         f"{cfg['models']['auditor']['model']} | memory {cfg['memory']} "
         f"(every decision shown the scope's k memories) | "
         f"{results.decisions_per_cell} DIB decisions per cell "
         f"({cfg['dib']['contexts_per_domain']} contexts per domain) | "
         f"cells {results.cells_done}/{results.cells_planned} (the empty scope counts once per mode)"
     )
-    lines = [head, ""]
-    for readout in (HEADLINE, *(r for r in Readout if r is not HEADLINE)):
-        rows = rows_of(results, readout)
-        if not rows:
-            continue
-        lines += [f"[{READOUT_LABELS[readout]}]", fixed(source_rows(rows)), ""]
+    lines = [head, "", INTERVAL_NOTE, ""]
     rows = rows_of(results)
-    kmax = max((r.k for r in rows), default=0)
-    if matrix(rows, kmax):
+    family = primary.primary_family(results)
+    tables: list[list[list[str]]] = []
+    lines += [
+        "PRIMARY (headline readout): the content contrast ΔGBV_d(biased) − ΔGBV_d(neutral) "
+        "in mode off, and DMT's absolute reduction of it, Holm-corrected over this family",
+    ]
+    if family:
+        tables.append(primary.content_rows(results))
+        lines.append(fixed(tables[-1]))
+    lines += [*primary.coverage_lines(results), ""]
+    mitigation = primary.mitigation_rows(rows)
+    if len(mitigation) > 1:
+        tables.append(mitigation)
         lines += [
-            f"Figure 3 shape: ΔGBV per evaluated domain at k={kmax}, mode off (headline readout)",
-            fixed(matrix_rows(rows, kmax)),
+            "Absolute mitigation (exploratory): Δ(mode) − Δ(off) of the diagonal ΔGBV, paired "
+            "by context; MP = that / |Δ(off)| as a secondary figure",
+            fixed(mitigation),
             "",
         ]
-    lines += [fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
-    lines += ["", HEADLINE_WHY, ""]
+    for readout in (HEADLINE, *(r for r in Readout if r is not HEADLINE)):
+        readout_rows = rows_of(results, readout)
+        if not readout_rows:
+            continue
+        tables.append(source_rows(readout_rows))
+        lines += [f"[{READOUT_LABELS[readout]}, exploratory]", fixed(tables[-1]), ""]
+    kmax = max((r.k for r in rows), default=0)
+    if matrix(rows, kmax):
+        tables.append(matrix_rows(rows, kmax))
+        lines += [
+            f"Figure 3 shape: ΔGBV per evaluated domain at k={kmax}, mode off (headline "
+            "readout, exploratory)",
+            fixed(tables[-1]),
+            "",
+        ]
+    lines += [fixed(mde_rows(rows)), "", permutation_note(results), ""]
+    for readout in (HEADLINE, *(r for r in Readout if r is not HEADLINE)):
+        if readout.value in results.readouts:
+            flagged = results.readouts[readout.value].unstable
+            lines += [f"[{READOUT_LABELS[readout]}] " + line for line in instability_lines(flagged)]
+    lines += [INSTABILITY_NOTE, "", HEADLINE_WHY, ""]
+    lines += [
+        multiplicity_note(primary.count_intervals(tables), [c.name for c in family]),
+        "",
+    ]
     lines += verdict(results)
     if results.shown_counted:
         short = results.shown_short
@@ -269,14 +357,14 @@ def figures(results: DoseResults, out: Path) -> list[str]:
             for mode in modes:
                 pts: list[tuple[int, float, float, float]] = []
                 for r in rows:
-                    d = r.diagonal
+                    d = best(r.diagonal_jk, r.diagonal)
                     if (r.source, r.kind, r.mode) != (source, "biased", mode) or d is None:
                         continue
                     if not d.defined:
                         continue
                     low = d.value - d.ci.low if math.isfinite(d.ci.low) else 0.0
                     high = d.ci.high - d.value if math.isfinite(d.ci.high) else 0.0
-                    # A percentile interval need not contain the point: clip, never negative.
+                    # A v1 percentile interval need not contain the point: clip, never negative.
                     pts.append((r.k, d.value, max(0.0, low), max(0.0, high)))
                 if not pts:
                     continue

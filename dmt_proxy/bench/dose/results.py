@@ -13,10 +13,16 @@ m's SSP setting, the same DIB contexts):
 - MP(m) = (Δ(m) − Δ(off)) / |Δ(off)| × 100 at the same (d, kind, k), of the
   diagonal and of ΔAGBV (paper §6.3).
 
-Uncertainty: one joint bootstrap over every cell (``paired.joint_bootstrap``:
-per domain, the same resampled contexts for every cell), so every difference above
-is paired; CIs are percentile intervals and ``mde`` the minimum detectable effect
-at 80 % power. Next to each diagonal ΔGBV, a paired permutation test
+Uncertainty (``dose-results-v2``): the numbers a report states are cluster-level
+estimates over 4 (exploratory run) to 24+ contexts per domain, so each carries a
+jackknife-t interval (``paired.linear_jackknife``: the delete-one-context jackknife,
+paired across cells, with t quantiles on contexts − 1 df), its t test and its MDE
+(``*_jk`` fields): the diagonal ΔGBV, the content contrast, the absolute mitigation
+Δ(mode) − Δ(off) of the diagonal and of the content contrast, ΔAGBV. The
+percentile-bootstrap fields of ``dose-results-v1`` (one joint bootstrap over every
+cell, ``paired.joint_bootstrap``; ``mde`` with normal quantiles) are still written,
+for MP (a ratio, secondary) and the exploratory per-domain matrix; they undercover
+with 4 contexts. Next to each diagonal ΔGBV, a paired permutation test
 (``paired_permutation``): each context's decisions swapped between the cell and
 its baseline with probability ½, the no-effect null of that difference.
 
@@ -34,7 +40,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench import paired as m
-from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
+from dmt_proxy.bench.dib.readouts import (
+    HEADLINE,
+    READOUTS,
+    Readout,
+    UnstableContext,
+    unstable_contexts,
+)
 from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION
 from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cells
@@ -42,6 +54,7 @@ from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.paired import ReadoutData, cell_of, per_domain_deltas
 from dmt_proxy.bench.stats import (
+    ClusterEstimate,
     Estimate,
     FlatEstimate,
     mean,
@@ -50,7 +63,7 @@ from dmt_proxy.bench.stats import (
     swap_patterns,
 )
 
-RESULTS_VERSION = "dose-results-v1"
+RESULTS_VERSION = "dose-results-v2"
 Key = tuple[str | None, str, int, str]
 """(source, kind, k, mode) of a cell in the bootstrap."""
 
@@ -159,6 +172,27 @@ class DoseRow(BaseModel):
     """Minimum detectable diagonal Δ(mode) − Δ(off) at 80 % power."""
     content: FlatEstimate | None = None
     """Diagonal ΔGBV(biased) − ΔGBV(neutral control) at the same k and mode."""
+    content_control: str | None = None
+    """The neutral control ``content`` is measured against (``source/neutral``)."""
+    diagonal_jk: ClusterEstimate | None = None
+    """The diagonal ΔGBV with its jackknife-t interval, t test and MDE (results v2)."""
+    content_jk: ClusterEstimate | None = None
+    """The content contrast with its jackknife-t interval (a primary endpoint in mode off)."""
+    vs_off_jk: ClusterEstimate | None = None
+    """Absolute mitigation of the diagonal: ΔGBV_d(mode) − ΔGBV_d(off), paired by context."""
+    content_vs_off_jk: ClusterEstimate | None = None
+    """Absolute mitigation of the content contrast: content(mode) − content(off), where a
+    neutral control was read in both modes."""
+    agbv_jk: ClusterEstimate | None = None
+    """ΔAGBV with its jackknife-t interval (strata: domains)."""
+    off_diagonal_jk: ClusterEstimate | None = None
+    """Mean ΔGBV over the other evaluated domains, jackknife-t."""
+    mean_shift_jk: ClusterEstimate | None = None
+    """Δs̄ over every evaluated domain, jackknife-t."""
+    per_domain_jk: dict[str, ClusterEstimate] = {}
+    """ΔGBV_e of every evaluated domain e, jackknife-t (the Figure 3 row)."""
+    mp_defined: bool | None = None
+    """Whether MP has a meaning: mode off's diagonal jackknife-t CI excludes 0 (None: no CI)."""
 
 
 class BaselineRow(BaseModel):
@@ -174,6 +208,8 @@ class DoseReadout(BaseModel):
     model_config = ConfigDict(frozen=True)
     rows: list[DoseRow]
     baselines: list[BaselineRow]
+    unstable: dict[str, list[UnstableContext]] = {}
+    """Per cell (``scope/mode``), its contexts whose group scores spread ≥ the threshold."""
 
 
 class ScopeSummary(BaseModel):
@@ -299,7 +335,44 @@ class _Builder:
                 value = diag.value - c_diag.value if diag.defined and c_diag.defined else math.nan
                 reps = diag_reps - c_reps if diag_reps.size == c_reps.size else np.array([])
                 out["content"] = cell_of(value, m.interval(reps))
+                out["content_control"] = f"{control[0] or 'any'}/neutral"
+            out.update(self._jackknife(cell, d, control))
+        out["agbv_jk"] = data.jackknife(m.delta_weights(data.gbv, [key], [base]))
+        out["mean_shift_jk"] = data.jackknife(m.delta_weights(data.mean, [key], [base]), "mean")
+        out["per_domain_jk"] = {
+            e: data.jackknife(m.domain_weights([key], [base], e)) for e in per_domain
+        }
+        if d is not None and d in data.gbv[key]:
+            others = [e for e in per_domain if e != d and math.isfinite(per_domain[e].value)]
+            weights = {
+                term: w / len(others)
+                for e in others
+                for term, w in m.domain_weights([key], [base], e).items()
+            }
+            out["off_diagonal_jk"] = data.jackknife(weights) if others else None
         return DoseRow(**out)
+
+    def _jackknife(self, cell: CellKey, d: str, control: Key | None) -> dict[str, Any]:
+        """The jackknife-t estimates of a cell with a source domain ``d``."""
+        key, base = key_of(cell), base_key(cell.mode)
+        data = self.data
+        out: dict[str, Any] = {"diagonal_jk": data.jackknife(m.domain_weights([key], [base], d))}
+        has_content = cell.scope.kind == "biased" and control is not None
+        if has_content:
+            out["content_jk"] = data.jackknife(m.domain_weights([key], [control], d))
+        off_key = (cell.scope.source, cell.scope.kind, cell.scope.k, "off")
+        if cell.mode == "off" or off_key not in data.gbv:
+            return out
+        off_base = base_key("off")
+        out["vs_off_jk"] = data.jackknife(m.domain_weights([key, off_base], [base, off_key], d))
+        off_diag = data.jackknife(m.domain_weights([off_key], [off_base], d))
+        out["mp_defined"] = off_diag.excludes_zero if math.isfinite(off_diag.low) else None
+        off_control = self._control(CellKey(scope=cell.scope, mode="off"))
+        if has_content and control is not None and off_control is not None:
+            out["content_vs_off_jk"] = data.jackknife(
+                m.domain_weights([key, off_control], [control, off_key], d)
+            )
+        return out
 
     def _control(self, cell: CellKey) -> Key | None:
         for source in (cell.scope.source, None):
@@ -338,7 +411,12 @@ def build_results(
             if cell.scope.k == 0:
                 seen.setdefault(cell.audit, cell.mode)
         baselines = [builder.baseline(audit, mode) for audit, mode in seen.items()]
-        readouts[readout.value] = DoseReadout(rows=rows, baselines=baselines)
+        unstable = {
+            f"{cell.scope.name}/{cell.mode}": flagged
+            for cell in done
+            if (flagged := unstable_contexts(scored[key_of(cell)]))
+        }
+        readouts[readout.value] = DoseReadout(rows=rows, baselines=baselines, unstable=unstable)
     contexts: dict[str, set[str]] = {}
     for record in records.values():
         for r in record.results:
