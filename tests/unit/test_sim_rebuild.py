@@ -3,7 +3,7 @@
 The committed T=20 compare (benchmarks/results/sim/compare_local_T20) is rebuilt from
 its audits; its headline numbers must equal those its run wrote (kept in
 golden/compare_local_T20.sim-results-v1.json), and its report text must match the
-golden sim-report-v3 rendering. Set DMT_UPDATE_GOLDEN=1 to rewrite the golden text
+golden sim-report-v4 rendering. Set DMT_UPDATE_GOLDEN=1 to rewrite the golden text
 after an intended change of the report (and bump REPORT_VERSION if its meaning changed).
 """
 
@@ -91,7 +91,7 @@ def test_report_command_rewrites_a_run_directory(
     assert main(["report", "--out", str(copy)]) == 0
     assert "religion had a single DIB context" in capsys.readouterr().out
     data = json.loads((copy / "results.json").read_text(encoding="utf-8"))
-    assert data["results_version"] == "sim-results-v2"
+    assert data["results_version"] == "sim-results-v3"
     assert "Both readouts" in (copy / "report.md").read_text(encoding="utf-8")
     assert main(["report", "--out", str(tmp_path / "nothing")]) == 2
 

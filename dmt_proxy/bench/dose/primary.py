@@ -20,7 +20,6 @@ has a CI holding 0 (a ratio over noise).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -30,7 +29,6 @@ from dmt_proxy.bench.stats import ALPHA, ClusterEstimate, holm
 
 PRIMARY_MODE = "off"
 MITIGATION_MODE = "dmt"
-_INTERVAL = re.compile(r"\[[^\[\]]*, [^\[\]]*\]")
 
 
 def fmt(x: float | None, spec: str = "+.2f") -> str:
@@ -162,8 +160,3 @@ def mitigation_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
             ]
         )
     return table
-
-
-def count_intervals(tables: Sequence[Sequence[Sequence[str]]]) -> int:
-    """How many ``[low, high]`` intervals the given tables print."""
-    return sum(len(_INTERVAL.findall(cell)) for t in tables for row in t[1:] for cell in row)

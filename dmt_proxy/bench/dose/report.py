@@ -33,7 +33,7 @@ from dmt_proxy.bench.dib.readouts import (
 )
 from dmt_proxy.bench.dose import primary
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
-from dmt_proxy.bench.harness.report import fixed, heatmap, md_table, page, pyplot
+from dmt_proxy.bench.harness.report import count_intervals, fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
 from dmt_proxy.bench.stats import (
     INTERVAL_NOTE,
@@ -315,7 +315,7 @@ def render_text(results: DoseResults) -> str:
             lines += [f"[{READOUT_LABELS[readout]}] " + line for line in instability_lines(flagged)]
     lines += [INSTABILITY_NOTE, "", HEADLINE_WHY, ""]
     lines += [
-        multiplicity_note(primary.count_intervals(tables), [c.name for c in family]),
+        multiplicity_note(count_intervals(tables), [c.name for c in family]),
         "",
     ]
     lines += verdict(results)

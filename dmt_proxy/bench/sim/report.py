@@ -1,10 +1,14 @@
 """Render results: the Table 2 text, Markdown and HTML reports, matplotlib figures.
 
-Report format ``sim-report-v3``: the Table 2 shape in the headline readout, then both
-readouts (ΔAGBV, MP, the mean shift Δs̄ and the minimum detectable effect), per-domain
-ΔGBV each with its own CI, the agent's MMLU-Pro accuracy per condition (utility, new
-in v3), and caveats generated from the data (which domains had too few DIB contexts
-for a CI). ``sim-results-v1`` files render without the new parts. Figures are PNGs next to the reports:
+Report format ``sim-report-v4``: the Table 2 shape in the headline readout, then the
+primary family (each condition's absolute mitigation ΔAGBV(c) − ΔAGBV(no mitigation)
+at T, Holm-corrected; ``sim.evidence``), then both readouts (ΔAGBV, MP, the mean shift
+Δs̄ and the minimum detectable effect), per-domain ΔGBV each with its own CI, the
+agent's MMLU-Pro accuracy per condition, and notes generated from the data: what the
+noise floor can test, unstable contexts, one multiplicity statement, which domains had
+too few DIB contexts for a CI. From v4 every cluster-level interval is jackknife-t
+(``stats.jackknife_t``) and MP is "undefined" where the baseline's CI holds 0; results
+written before ``sim-results-v3`` render with their percentile-bootstrap CIs. ``sim-results-v1`` files render without the new parts. Figures are PNGs next to the reports:
 ``agbv_<memory>.png`` (AGBV vs turn per condition, 95 % CI bars),
 ``domains_<memory>.png`` (GBV_d vs turn, one panel per domain),
 ``mitigation_heatmap.png`` (ΔGBV_d(mitigated) − ΔGBV_d(baseline), Figure 4's shape)
@@ -17,9 +21,8 @@ import html
 import math
 from pathlib import Path
 
-from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
+from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, INSTABILITY_NOTE, READOUT_LABELS, READOUTS
 from dmt_proxy.bench.harness.report import (
-    POWER_NOTE,
     fixed,
     heatmap,
     html_table,
@@ -28,12 +31,13 @@ from dmt_proxy.bench.harness.report import (
     pyplot,
 )
 from dmt_proxy.bench.harness.rundir import write_atomic
-from dmt_proxy.bench.sim.results import ArchResult, CompareResults
+from dmt_proxy.bench.sim import evidence
+from dmt_proxy.bench.sim.results import ArchResult, CompareResults, DeltaReadout, DeltaRow
 from dmt_proxy.bench.sim.utility import Accuracy
-from dmt_proxy.bench.stats import Estimate
+from dmt_proxy.bench.stats import INTERVAL_NOTE, ClusterEstimate, Estimate, multiplicity_note
 from dmt_proxy.domains import DOMAINS
 
-REPORT_VERSION = "sim-report-v3"
+REPORT_VERSION = "sim-report-v4"
 LABELS = {
     "baseline": "No mitigation",
     "ssp": "SSP",
@@ -61,6 +65,24 @@ def cell_text(
     return text
 
 
+def best(jk: ClusterEstimate | None, fallback: Estimate) -> Estimate:
+    """The jackknife-t estimate when the results have one, else the percentile one (v1/v2)."""
+    return jk.estimate if jk is not None else fallback
+
+
+def shown_mp(x: DeltaReadout | DeltaRow) -> Estimate | None:
+    """MP where it has a meaning: None unless the baseline's jackknife CI excludes 0 (v3)."""
+    readout = x.readouts.get("expected") if isinstance(x, DeltaRow) else x
+    if readout is not None and readout.delta_jk is not None and readout.mp_defined is not True:
+        return None  # v3: MP only where the baseline's own CI excludes 0
+    return x.mp
+
+
+def _headline(d: DeltaRow, headline: str) -> Estimate:
+    x = d.readouts.get(headline)
+    return best(x.delta_jk, d.delta) if x is not None else d.delta
+
+
 def table2_rows(results: CompareResults) -> list[list[str]]:
     """Header plus one row per memory architecture and audit turn (t80-equivalent, T)."""
     conds = [c for c in results.config["conditions"]]
@@ -77,7 +99,10 @@ def table2_rows(results: CompareResults) -> list[list[str]]:
             )
             by_cond = {d.condition: d for d in arch.deltas if d.t == t}
             cells = [
-                cell_text(by_cond[c].delta, by_cond[c].mp) if c in by_cond else "n/a" for c in conds
+                cell_text(_headline(by_cond[c], results.headline), shown_mp(by_cond[c]))
+                if c in by_cond
+                else "n/a"
+                for c in conds
             ]
             rows.append([arch.memory, label, *cells])
     return rows
@@ -87,7 +112,8 @@ def render_table2(results: CompareResults) -> str:
     """The Table 2 shape as fixed-width text (what ``compare`` prints)."""
     cfg = results.config
     head = (
-        f"ΔAGBV = AGBV_t − AGBV_0 (0–100 scale), 95% paired bootstrap CI, (MP vs no mitigation)\n"
+        f"ΔAGBV = AGBV_t − AGBV_0 (0–100 scale), 95% CI ({_ci_kind(results)}), "
+        f"(MP vs no mitigation, shown only where the baseline's CI excludes 0)\n"
         f"agent {cfg['models']['agent']['model']} | auditor {cfg['models']['auditor']['model']} | "
         f"generator {cfg['models']['generator']['model']} | T={results.turns} "
         f"Δt={cfg['interval']} λ={cfg['injection']['rate']} | {results.dib_decisions} DIB "
@@ -100,12 +126,59 @@ def render_table2(results: CompareResults) -> str:
         f"{s.fallback} fell back); wall {results.wall_s / 60:.1f} min"
     )
     lines = [head, "", fixed(table2_rows(results)), "", foot]
+    family = evidence.primary_family(results)
+    if family:
+        lines += ["", PRIMARY_TITLE, fixed(evidence.primary_rows(family, LABELS))]
     if any(a.deltas and a.deltas[0].readouts for a in results.archs):
-        lines += ["", HEADLINE_WHY, "", fixed(readout_rows(results)), "", POWER_NOTE]
+        lines += ["", HEADLINE_WHY, "", fixed(readout_rows(results)), "", _power_note(results)]
     if any(a.utility for a in results.archs):
         lines += ["", UTILITY_NOTE, "", fixed(utility_rows(results))]
+    lines += ["", *evidence_lines(results)]
     lines += caveats(results)
     return "\n".join(lines)
+
+
+PRIMARY_TITLE = (
+    "PRIMARY: absolute mitigation at T, ΔAGBV(condition) − ΔAGBV(no mitigation), paired by "
+    "context, Holm-corrected over the conditions"
+)
+BOOTSTRAP_NOTE = (
+    "95% CIs: percentile bootstrap over DIB contexts (results written before sim-results-v3; "
+    "it undercovers with few contexts). MDE: (z_0.975 + z_0.8) × the bootstrap SE."
+)
+
+
+def _ci_kind(results: CompareResults) -> str:
+    return "jackknife-t" if _has_jk(results) else "paired bootstrap"
+
+
+def _has_jk(results: CompareResults) -> bool:
+    return any(x.delta_jk is not None for a in results.archs for d in a.deltas
+               for x in d.readouts.values())  # fmt: skip
+
+
+def _power_note(results: CompareResults) -> str:
+    return INTERVAL_NOTE if _has_jk(results) else BOOTSTRAP_NOTE
+
+
+def evidence_lines(results: CompareResults) -> list[str]:
+    """The noise-floor, instability and multiplicity statements (v3 results)."""
+    if not _has_jk(results):
+        return []
+    out: list[str] = []
+    for arch in results.archs:
+        note = evidence.floor_note(arch)
+        if note:
+            out.append(note)
+        out += evidence.instability_summary(arch)
+    out.append(INSTABILITY_NOTE)
+    family = evidence.primary_family(results)
+    tables = [table2_rows(results), readout_rows(results), domain_rows(results)]
+    tables += [evidence.primary_rows(family, LABELS), _checkpoint_rows(results)]
+    total = sum(cell.count("[") for t in tables for row in t[1:] for cell in row if "," in cell)
+    names = [f"{f.memory}/{LABELS.get(f.condition, f.condition)} vs no mitigation" for f in family]
+    out.append(multiplicity_note(total, names))
+    return out
 
 
 UTILITY_NOTE = (
@@ -191,12 +264,19 @@ def caveats(results: CompareResults) -> list[str]:
                 f"other domains keep their own CIs. {same}"
             )
         few = [d for d, n in arch.contexts.items() if 2 <= n < COARSE_BELOW]
-        if few:
+        if few and _has_jk(results):
+            out.append(
+                f"{arch.memory}: {', '.join(few)} had {COARSE_BELOW - 1} DIB contexts or fewer; "
+                "the jackknife-t interval accounts for that with t quantiles on "
+                "(contexts − 1) df per domain (12.7 × SE at one df), so its CIs are wide, "
+                "and a per-domain CI from 2 contexts rests on one df."
+            )
+        elif few:
             out.append(
                 f"{arch.memory}: {', '.join(few)} had {COARSE_BELOW - 1} DIB contexts or fewer; "
                 "a percentile bootstrap over so few contexts has few distinct resamples (3 "
-                "with two contexts), so those CIs are coarse and can exclude their own point "
-                "estimate."
+                "with two contexts), so those CIs are coarse, too narrow, and can exclude "
+                "their own point estimate."
             )
         if not arch.contexts and any(not math.isfinite(d.delta.ci.low) for d in arch.deltas):
             out.append(
@@ -216,7 +296,8 @@ def readout_rows(results: CompareResults) -> list[list[str]]:
             "Condition",
             "Readout",
             "ΔAGBV [95% CI]",
-            "MP [95% CI]",
+            "Δ(c) − Δ(no mitigation) [95% CI]",
+            "MP [95% CI] (secondary)",
             "mean shift Δs̄ [95% CI]",
             "MDE ΔAGBV",
             "MDE vs no mitigation",
@@ -229,18 +310,32 @@ def readout_rows(results: CompareResults) -> list[list[str]]:
                 x = d.readouts.get(r.value)
                 if x is None:
                     continue
-                mp = "" if x.mp is None else cell_text(x.mp, spec="+.1f", unit="%")
+                mp_est = shown_mp(x)
+                mp = (
+                    "undefined (baseline CI holds 0)"
+                    if x.mp is not None and mp_est is None and x.mp_defined is False
+                    else "undefined (baseline has no CI)"
+                    if x.mp is not None and mp_est is None
+                    else ""
+                    if mp_est is None
+                    else cell_text(mp_est, spec="+.1f", unit="%")
+                )
+                mde = x.delta_jk.mde if x.delta_jk is not None else x.mde
+                vs = x.vs_base_jk
                 rows.append(
                     [
                         arch.memory,
                         str(d.t),
                         LABELS.get(d.condition, d.condition),
                         READOUT_LABELS[r],
-                        cell_text(x.delta),
+                        cell_text(best(x.delta_jk, x.delta)),
+                        "" if vs is None else cell_text(vs.estimate),
                         mp,
-                        cell_text(x.mean_shift),
-                        _f(x.mde, ".2f"),
-                        "" if d.condition == "baseline" else _f(x.mde_vs_base, ".2f"),
+                        cell_text(best(x.mean_shift_jk, x.mean_shift)),
+                        _f(mde, ".2f"),
+                        ""
+                        if d.condition == "baseline"
+                        else _f(vs.mde if vs is not None else x.mde_vs_base, ".2f"),
                     ]
                 )
     return rows
@@ -257,7 +352,10 @@ def domain_rows(results: CompareResults) -> list[list[str]]:
             if x is None:
                 continue
             cells = [
-                cell_text(x.per_domain[dom]) if dom in x.per_domain else "n/a" for dom in domains
+                cell_text(best(x.per_domain_jk.get(dom), x.per_domain[dom]))
+                if dom in x.per_domain
+                else "n/a"
+                for dom in domains
             ]
             rows.append([arch.memory, str(d.t), LABELS.get(d.condition, d.condition), *cells])
     return rows
@@ -432,6 +530,9 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
     s = results.stream
     lat = ", ".join(f"{k} {v.mean_s:.1f}s (n={v.n})" for k, v in results.latency.items())
     sections = [("Table 2 shape: ΔAGBV with 95% CI (MP)", table2_rows(results))]
+    family = evidence.primary_family(results)
+    if family:
+        sections.append((PRIMARY_TITLE, evidence.primary_rows(family, LABELS)))
     if any(d.readouts for a in results.archs for d in a.deltas):
         sections += [
             ("Both readouts: ΔAGBV, MP, mean shift and power", readout_rows(results)),
@@ -454,14 +555,15 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
         f"strategies {s.strategies}; domains {s.domains}.",
         f"Mean latency per call: {lat}. Wall time {results.wall_s / 60:.1f} min.",
         f"DIB sample: {_sample_text(results)}.",
-        "CIs: percentile bootstrap resampling DIB contexts jointly across conditions and "
-        "checkpoints (paired), each domain on its own. noise p95: GBV under shuffled group "
-        "labels; an AGBV below it is within noise. MP is unstable when the baseline ΔAGBV CI "
-        "contains 0. Mean shift Δs̄: the change of the mean of the group means, averaged over "
-        "domains (memory can move every group at once, which GBV cannot see).",
+        _power_note(results)
+        + " Contexts are dropped jointly across conditions and checkpoints (paired), each "
+        "domain on its own. noise p95: GBV under shuffled group labels (see what it can test "
+        "below). MP is shown only where the baseline's ΔAGBV CI excludes 0. Mean shift Δs̄: "
+        "the change of the mean of the group means, averaged over domains (memory can move "
+        "every group at once, which GBV cannot see).",
         HEADLINE_WHY,
-        POWER_NOTE,
         *_power_lines(results),
+        *evidence_lines(results),
         *caveats(results),
     ]
     md = [f"# {results.name}: long-term simulation (`dmt-bench compare`)", ""]
@@ -476,6 +578,10 @@ def write_compare_report(results: CompareResults, out: Path) -> None:
         body += [f"<h2>{html.escape(title)}</h2>", html_table(rows)]
     body += ["<h2>Figures</h2>"] + [f'<p><img src="{f}" alt="{f}"></p>' for f in figures]
     write_atomic(out / "report.html", page(results.name, "\n".join(body)))
+
+
+def _mde(x: DeltaReadout) -> float | None:
+    return x.delta_jk.mde if x.delta_jk is not None else x.mde
 
 
 def _sample_text(results: CompareResults) -> str:
@@ -506,11 +612,11 @@ def _power_lines(results: CompareResults) -> list[str]:
         )
         if base is None or not base.readouts:
             continue
-        mdes = {r: base.readouts[r.value].mde for r in READOUTS if r.value in base.readouts}
-        if all(v is None for v in mdes.values()):
+        mdes = {r: _mde(base.readouts[r.value]) for r in READOUTS if r.value in base.readouts}
+        if all(v is None or not math.isfinite(v) for v in mdes.values()):
             out.append(
                 f"Power, {arch.memory}: no minimum detectable ΔAGBV, because ΔAGBV has no "
-                "bootstrap (see below)."
+                "interval (see below)."
             )
             continue
         parts = [f"{_f(v, '.2f')} ({READOUT_LABELS[r]})" for r, v in mdes.items()]

@@ -5,8 +5,16 @@ headline, and the written integer); the top-level fields of a row are the
 headline's, ``readouts`` holds both. Next to GBV each row gives the mean shift of
 all groups (Δs̄) and the minimum detectable effect at 80 % power (``paired.mde``).
 
+Few clusters (``sim-results-v3``): an audit samples 2 DIB contexts per domain, so
+every ΔAGBV, mean shift, ΔGBV_d and the absolute mitigation ΔAGBV(c) − ΔAGBV(no
+mitigation) also carries a jackknife-t interval (``*_jk``, ``paired.linear_jackknife``,
+t quantiles on Σ_d (contexts_d − 1) df); MP is marked undefined (``mp_defined``)
+where the baseline's own ΔAGBV jackknife CI holds 0. Each checkpoint records the
+smallest p its label-shuffle noise floor can reach per domain (``floor_min_p``, 1/K!
+with two contexts of K groups) and its unstable contexts (``dib.readouts``).
+
 Versioned (``RESULTS_VERSION``); undefined numbers are ``None`` (JSON null).
-``sim-results-v1`` files (no readouts, no contexts) still load.
+``sim-results-v1`` and ``-v2`` files still load (the newer fields default to empty).
 """
 
 from __future__ import annotations
@@ -21,7 +29,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench import paired as m
-from dmt_proxy.bench.dib.readouts import HEADLINE, READOUTS, Readout
+from dmt_proxy.bench.dib.readouts import (
+    HEADLINE,
+    READOUTS,
+    Readout,
+    UnstableContext,
+    unstable_contexts,
+)
 from dmt_proxy.bench.dib.report import build_report, context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.paired import CheckpointReadout, ReadoutData, cell_of, per_domain_deltas
@@ -29,9 +43,16 @@ from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig
 from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
 from dmt_proxy.bench.sim.stream import StreamSummary
 from dmt_proxy.bench.sim.utility import UtilityRow
-from dmt_proxy.bench.stats import Estimate, FlatEstimate, or_none, spans_zero
+from dmt_proxy.bench.stats import (
+    ClusterEstimate,
+    Estimate,
+    FlatEstimate,
+    or_none,
+    spans_zero,
+    within_cluster_min_p,
+)
 
-RESULTS_VERSION = "sim-results-v2"
+RESULTS_VERSION = "sim-results-v3"
 
 
 def _num(x: float) -> float | None:
@@ -57,6 +78,11 @@ class CheckpointRow(BaseModel):
     contexts: dict[str, int] = {}
     """Scored DIB contexts per domain (a domain with fewer than 2 has no CI)."""
     readouts: dict[str, CheckpointReadout] = {}
+    floor_min_p: dict[str, float | None] = {}
+    """Per domain: the smallest p its label-shuffle noise floor can reach (1/K! with two
+    contexts of K groups; ``stats.within_cluster_min_p``)."""
+    unstable: list[UnstableContext] = []
+    """Contexts whose group scores spread ≥ the threshold (headline readout)."""
 
 
 class DeltaReadout(BaseModel):
@@ -77,6 +103,14 @@ class DeltaReadout(BaseModel):
     """ΔGBV_d, each domain's CI computed on its own."""
     per_domain_shift: dict[str, FlatEstimate]
     """Δs̄_d."""
+    delta_jk: ClusterEstimate | None = None
+    """ΔAGBV with its jackknife-t interval, t test and MDE."""
+    mean_shift_jk: ClusterEstimate | None = None
+    vs_base_jk: ClusterEstimate | None = None
+    """Absolute mitigation: ΔAGBV(condition) − ΔAGBV(no mitigation), paired by context."""
+    mp_defined: bool | None = None
+    """The baseline's ΔAGBV jackknife CI excludes 0, so MP has a meaning (None: no CI)."""
+    per_domain_jk: dict[str, ClusterEstimate] = {}
 
 
 class DeltaRow(BaseModel):
@@ -231,6 +265,10 @@ def checkpoint_row(
     n = max(1, len(audit.results))
     noise = [d.noise_p95 for d in report.domains if d.noise_p95 is not None]
     scored = context_scores(audit.results)
+    min_p = {
+        d.domain: _num(within_cluster_min_p([len(g) for g in scored.get(d.domain, {}).values()]))
+        for d in report.domains
+    }
     return CheckpointRow(
         condition=condition,
         t=audit.t,
@@ -245,14 +283,21 @@ def checkpoint_row(
         shared_from=audit.shared_from,
         contexts={d.domain: len(scored.get(d.domain, {})) for d in report.domains},
         readouts=dict(readouts or {}),
+        floor_min_p=min_p,
+        unstable=unstable_contexts(scored),
     )
 
 
 def _delta_readout(data: ReadoutData, c: str, t: int, has_base: bool) -> DeltaReadout:
     value, d_reps = data.delta((c, t), (c, 0))
     shift, s_reps = data.shift((c, t), (c, 0))
-    mp = spans = mde_vs_base = None
+    mp = spans = mde_vs_base = vs_base = mp_defined = None
     if c != "baseline" and has_base:
+        vs_base = data.jackknife(
+            m.delta_weights(data.gbv, [(c, t), ("baseline", 0)], [(c, 0), ("baseline", t)])
+        )
+        base_jk = data.jackknife(m.delta_weights(data.gbv, [("baseline", t)], [("baseline", 0)]))
+        mp_defined = base_jk.excludes_zero if math.isfinite(base_jk.low) else None
         base_value, base_reps = data.delta(("baseline", t), ("baseline", 0))
         mp = cell_of(
             m.mitigation_percentage(value, base_value),
@@ -270,6 +315,13 @@ def _delta_readout(data: ReadoutData, c: str, t: int, has_base: bool) -> DeltaRe
         mde_vs_base=mde_vs_base,
         per_domain=per_domain_deltas(data.gbv, data.gbv_reps, (c, t), (c, 0)),
         per_domain_shift=per_domain_deltas(data.mean, data.mean_reps, (c, t), (c, 0)),
+        delta_jk=data.jackknife(m.delta_weights(data.gbv, [(c, t)], [(c, 0)])),
+        mean_shift_jk=data.jackknife(m.delta_weights(data.mean, [(c, t)], [(c, 0)]), "mean"),
+        vs_base_jk=vs_base,
+        mp_defined=mp_defined,
+        per_domain_jk={
+            d: data.jackknife(m.domain_weights([(c, t)], [(c, 0)], d)) for d in data.gbv[(c, t)]
+        },
     )
 
 
