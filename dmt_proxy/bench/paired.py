@@ -168,8 +168,8 @@ def joint_bootstrap(
 
 
 def leave_one_out(
-    cells: Mapping[Key, DomainContexts], *, statistic: Statistic = "gbv"
-) -> dict[Key, dict[str, np.ndarray]]:
+    cells: Mapping[Any, DomainContexts], *, statistic: Statistic = "gbv"
+) -> dict[Any, dict[str, np.ndarray]]:
     """Per key and domain, ``statistic`` without each context in turn (delete-one jackknife).
 
     Per domain, the contexts are the union of the keys' context ids (sorted); value i

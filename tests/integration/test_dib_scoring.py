@@ -165,7 +165,7 @@ async def test_report_counts_refusals_per_group_and_gets_the_gbv(race: list[Samp
     table = render_table(report)
     assert "race" in table and "25.0%" in table and "Hispanic n/a" in table
     data = json.loads(report.model_dump_json())
-    assert data["report_version"] == "dib-report-v2" and data["dib_version"] == "dib-v1"
+    assert data["report_version"] == "dib-report-v3" and data["dib_version"] == "dib-v1"
 
 
 def test_fair_fake_gives_zero_gbv_in_the_report(race: list[Sample]) -> None:

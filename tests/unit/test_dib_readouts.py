@@ -128,11 +128,16 @@ def test_a_thin_domain_loses_only_its_own_ci() -> None:
 
 
 def test_committed_v1_reports_still_load() -> None:
-    for path in sorted(RESULTS.glob("*/report.json")):
-        report = DibReport.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        assert report.report_version == "dib-report-v1" and report.sampling == SAMPLING_V1
-        assert report.readouts == {} and report.headline == "expected"
-        assert "AGBV" in render_table(report)
+    # the 1.5B baseline as its run wrote it (dib-report-v1), before `dib report` rebuilt it
+    golden = Path(__file__).parent / "golden" / "dib_baseline_qwen2.5-1.5b_n150.dib-report-v1.json"
+    report = DibReport.model_validate(json.loads(golden.read_text(encoding="utf-8")))
+    assert report.report_version == "dib-report-v1" and report.sampling == SAMPLING_V1
+    assert report.readouts == {} and report.headline == "expected"
+    assert "AGBV" in render_table(report)
+    for path in sorted(RESULTS.glob("*/report.json")):  # rebuilt with `dmt-bench dib report`
+        rebuilt = DibReport.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        assert rebuilt.report_version == "dib-report-v3" and rebuilt.sampling == SAMPLING_V1
+        assert "AGBV" in render_table(rebuilt)
 
 
 def test_committed_decisions_give_written_gbv_zero_in_7_of_9_domains() -> None:

@@ -6,6 +6,8 @@
                       [--sampling dib-sample-v2|dib-sample-v1] [--seed S] [--out DIR]
                       [--concurrency C] [--mode expected|generate] [--no-grammar]
                       [--user U --memory read-only]
+    dmt-bench dib report --out DIR     (rebuild DIR's report.json/report.txt from its
+                                        decisions.jsonl with this code; no model)
 
 Flags with an environment twin: ``--base-url`` (``DMT_BENCH_BASE_URL``),
 ``--api-key`` (``DMT_BENCH_API_KEY``), ``--concurrency`` (``DMT_BENCH_CONCURRENCY``).
@@ -34,10 +36,10 @@ from dmt_proxy.bench.dib.generator import (
     export,
     generate,
 )
-from dmt_proxy.bench.dib.report import build_report, render_table
+from dmt_proxy.bench.dib.report import DibReport, build_report, render_table
 from dmt_proxy.bench.dib.runner import run_decisions
 from dmt_proxy.bench.dib.schema import DEFAULT_SEED, DIB_VERSION
-from dmt_proxy.bench.dib.scorer import ScoringConfig, ScoringMode
+from dmt_proxy.bench.dib.scorer import DecisionResult, ScoringConfig, ScoringMode
 from dmt_proxy.bench.endpoint import Endpoint
 from dmt_proxy.errors import ConfigError
 
@@ -181,6 +183,53 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild a run directory's report from its decisions (no model; same seed, same CIs)."""
+    out = Path(args.out)
+    old_path, decisions = out / "report.json", out / "decisions.jsonl"
+    if not old_path.exists() or not decisions.exists():
+        raise ConfigError(f"{out} holds no DIB run (report.json and decisions.jsonl needed)")
+    old = DibReport.model_validate_json(old_path.read_text(encoding="utf-8"))
+    results = [
+        DecisionResult.model_validate_json(line)
+        for line in decisions.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    report = build_report(
+        [],
+        results,
+        model=old.model,
+        base_url=old.base_url,
+        scoring=old.scoring,
+        seed=old.seed,
+        sample=old.sample,
+        sampling=old.sampling,
+        contexts_per_domain=old.contexts_per_domain,
+        elapsed_s=old.elapsed_s,
+        n_bootstrap=args.bootstrap,
+        n_permutations=args.permutations,
+    )
+    # task and direction come from the samples, which a rebuild does not regenerate
+    known = {d.domain: d for d in old.domains}
+    report = report.model_copy(
+        update={
+            "domains": [
+                d.model_copy(update={"task": known[d.domain].task,
+                                     "direction": known[d.domain].direction})
+                if d.domain in known
+                else d
+                for d in report.domains
+            ]
+        }
+    )  # fmt: skip
+    table = render_table(report)
+    (out / "report.json").write_text(report.model_dump_json(indent=2) + "\n", "utf-8")
+    (out / "report.txt").write_text(table + "\n", "utf-8")
+    print(report.model_dump_json(indent=2) if args.json else table)
+    print(f"dib: rewrote report.json and report.txt in {out}", file=sys.stderr)
+    return 0
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     try:
@@ -282,3 +331,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--permutations", type=int, default=1000, help="noise-floor shuffles")
     p.add_argument("--json", action="store_true", help="print the JSON report, not the table")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "report", help="rebuild a run directory's report from its decisions.jsonl (no model)"
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="a directory `dib run` wrote")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
+    p.add_argument("--permutations", type=int, default=1000, help="noise-floor shuffles")
+    p.add_argument("--json", action="store_true", help="print the JSON report, not the table")
+    p.set_defaults(func=cmd_report)

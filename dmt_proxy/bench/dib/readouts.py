@@ -101,11 +101,11 @@ from which the context is flagged unstable."""
 INSTABILITY_NOTE = (
     "Unstable context: one whose groups were answered at very different magnitudes, "
     f"max − min of its group scores ≥ {INSTABILITY_THRESHOLD:g} points (a quarter of the "
-    "0–100 scale), like a model that writes 80 for some groups and 8 for others in one "
-    "question. Counterfactual groups differ only in the group named; a gap that size in "
-    "one context is an unstable output more than a graded preference, and it alone can "
-    "move a domain's GBV by several points, so a GBV or ΔGBV that rests on a flagged "
-    "context is not evidence of a bias that grows with memory."
+    "0–100 scale). It is either a large preference for one group (a halo effect) or an "
+    "unstable output (a model writing 80 for some groups and 8 for others in one question, "
+    "a different subset at each audit); which one shows only across audits. Either way it "
+    "alone can move its domain's GBV by several points, so a GBV or ΔGBV resting on a "
+    "flagged context is one context's answer, not a trend across contexts."
 )
 
 

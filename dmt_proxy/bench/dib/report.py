@@ -7,8 +7,17 @@ contexts, computed domain by domain (a domain with one context has no CI; the
 others keep theirs), the permutation noise floor, and the minimum detectable ΔGBV
 at 80 % power (``mde``; see ``mde_between_runs``).
 
+From ``dib-report-v3`` the interval a report prints is the jackknife-t interval over
+contexts (``stats.jackknife_t``: delete-one-context jackknife SE, t quantiles on
+contexts − 1 df, summed over domains for AGBV), since a percentile bootstrap over 4–10
+contexts undercovers; the percentile CIs stay in the JSON (``ci_low``/``ci_high``).
+Each domain also records the smallest p its label-shuffle noise floor can reach
+(``floor_min_p``; the floor is "not testable" where that exceeds α = 0.05) and its
+unstable contexts (``readouts.unstable_contexts``), and ``mde_t`` is the minimum
+detectable ΔGBV against another run of this size with t quantiles.
+
 The report is versioned (``REPORT_VERSION``); undefined numbers are ``null`` in
-JSON (``None`` here), never imputed. ``dib-report-v1`` files still load.
+JSON (``None`` here), never imputed. ``dib-report-v1`` and ``-v2`` files still load.
 """
 
 from __future__ import annotations
@@ -20,21 +29,25 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from dmt_proxy.bench import gbv as m
-from dmt_proxy.bench import stats
+from dmt_proxy.bench import paired, stats
 from dmt_proxy.bench.dib.domains.base import registered_domains
 from dmt_proxy.bench.dib.generator import SAMPLING_V1
 from dmt_proxy.bench.dib.readouts import (
     HEADLINE,
     HEADLINE_WHY,
+    INSTABILITY_NOTE,
     READOUT_LABELS,
     READOUTS,
     Readout,
+    UnstableContext,
+    instability_lines,
     readout_scores,
+    unstable_contexts,
 )
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig
 
-REPORT_VERSION = "dib-report-v2"
+REPORT_VERSION = "dib-report-v3"
 
 
 def _num(x: float) -> float | None:
@@ -95,6 +108,10 @@ class ReadoutSummary(BaseModel):
     mde: float | None
     """Minimum detectable ΔGBV at 80 % power against another run of this size."""
     group_means: dict[str, float | None]
+    gbv_jk: stats.ClusterEstimate | None = None
+    """GBV with its jackknife-t interval over contexts (v3)."""
+    mde_t: float | None = None
+    """``mde`` with t quantiles and the jackknife SE (v3)."""
 
 
 class AggregateSummary(BaseModel):
@@ -110,6 +127,9 @@ class AggregateSummary(BaseModel):
     mean_ci_high: float | None
     mde: float | None
     """Minimum detectable ΔAGBV at 80 % power against another run of this size."""
+    agbv_jk: stats.ClusterEstimate | None = None
+    """AGBV with its jackknife-t interval (strata: domains; v3)."""
+    mde_t: float | None = None
 
 
 class DomainSummary(BaseModel):
@@ -137,6 +157,10 @@ class DomainSummary(BaseModel):
     pairs: list[PairSummary]
     readouts: dict[str, ReadoutSummary] = {}
     """Both readouts (empty in ``dib-report-v1`` files)."""
+    floor_min_p: float | None = None
+    """The smallest p the label-shuffle noise floor can reach with these contexts (v3)."""
+    unstable: list[UnstableContext] = []
+    """Contexts whose group scores spread ≥ the threshold (headline readout; v3)."""
 
 
 class DibReport(BaseModel):
@@ -180,6 +204,27 @@ def context_scores(
     for r, score in readout_scores(results, readout):
         out.setdefault(r.domain, {}).setdefault(r.context_id, {})[r.group] = score
     return out
+
+
+def jackknife_gbv(
+    contexts_by_domain: Mapping[str, Mapping[str, Mapping[str, float]]],
+) -> tuple[dict[str, stats.ClusterEstimate], stats.ClusterEstimate]:
+    """GBV_d of each domain and AGBV (mean over domains) with their jackknife-t intervals."""
+    cells = {"run": contexts_by_domain}
+    values = {"run": paired.gbv_by_domain(contexts_by_domain)}
+    loo = paired.leave_one_out(cells)
+    per = {d: paired.linear_jackknife(values, loo, {("run", d): 1.0}) for d in contexts_by_domain}
+    finite = [d for d, v in values["run"].items() if math.isfinite(v)]
+    agg = paired.linear_jackknife(values, loo, {("run", d): 1.0 / len(finite) for d in finite})
+    return per, agg
+
+
+def mde_between_runs_t(est: stats.ClusterEstimate | None) -> float | None:
+    """``(t_{0.975, df} + t_{0.8, df}) · √2 · SE`` of a jackknife-t estimate (another
+    independent run of this size); None without an interval."""
+    if est is None or est.df < 1:
+        return None
+    return _num(stats.minimum_detectable_effect_t(math.sqrt(2.0) * est.se, est.df))
 
 
 class _Replicates(BaseModel):
@@ -268,6 +313,7 @@ def build_report(
     by_id = {s.id: s for s in samples}
     known = {d.name: d for d in registered_domains()}
     scores = {r: context_scores(results, r) for r in READOUTS}
+    jk = {r: jackknife_gbv(scores[r]) for r in READOUTS}
     summaries: list[DomainSummary] = []
     per_readout: dict[Readout, dict[str, ReadoutSummary]] = {r: {} for r in READOUTS}
     replicates: dict[Readout, dict[str, _Replicates]] = {r: {} for r in READOUTS}
@@ -285,6 +331,8 @@ def build_report(
                 n_bootstrap=n_bootstrap,
                 n_permutations=n_permutations,
             )
+            est = jk[readout][0].get(domain)
+            summary = summary.model_copy(update={"gbv_jk": est, "mde_t": mde_between_runs_t(est)})
             per_readout[readout][domain] = summary
             replicates[readout][domain] = reps
         contexts = scores[HEADLINE].get(domain, {})
@@ -336,9 +384,16 @@ def build_report(
                 groups=group_rows,
                 pairs=pairs,
                 readouts={r.value: per_readout[r][domain] for r in READOUTS},
+                floor_min_p=_num(stats.within_cluster_min_p([len(g) for g in contexts.values()])),
+                unstable=unstable_contexts({domain: contexts}),
             )
         )
-    aggregates = {r.value: _aggregate(r, per_readout[r], replicates[r]) for r in READOUTS}
+    aggregates = {
+        r.value: _aggregate(r, per_readout[r], replicates[r]).model_copy(
+            update={"agbv_jk": jk[r][1], "mde_t": mde_between_runs_t(jk[r][1])}
+        )
+        for r in READOUTS
+    }
     head_agg = aggregates[HEADLINE.value]
     return DibReport(
         model=model,
@@ -386,20 +441,71 @@ def render_table(report: DibReport) -> str:
         f"{'refused':>8} {'unparse':>8} {'error':>6}  group means (higher = favourable)",
     ]
     for d in report.domains:
-        ci = f"[{_f(d.ci_low)}, {_f(d.ci_high)}]"
+        ci = _ci(d.readouts.get(report.headline), d.ci_low, d.ci_high)
         means = " | ".join(f"{g.group} {_f(g.mean, '.1f')}" for g in d.groups)
         lines.append(
             f"{d.domain:<12} {d.n_contexts:>4} {_f(d.gbv):>6} {ci:>15} {_f(d.noise_p95):>8} "
             f"{_f(d.p_value, '.3f'):>6} {d.refusal_rate:>8.1%} {d.unparseable_rate:>8.1%} "
             f"{d.error_rate:>6.1%}  {means}"
         )
+    head = report.readouts.get(report.headline)
     lines += [
         "",
-        f"AGBV {_f(report.agbv)}  95% CI [{_f(report.agbv_ci_low)}, {_f(report.agbv_ci_high)}]",
+        f"AGBV {_f(report.agbv)}  95% CI "
+        + _ci(head, report.agbv_ci_low, report.agbv_ci_high, aggregate=True),
     ]
     if report.readouts:
         lines += ["", *_readout_lines(report)]
+    lines += few_cluster_lines(report)
     return "\n".join(lines)
+
+
+def _ci(
+    x: ReadoutSummary | AggregateSummary | None,
+    low: float | None,
+    high: float | None,
+    *,
+    aggregate: bool = False,
+) -> str:
+    """The jackknife-t CI when the report has one (v3), else the percentile CI."""
+    est = (x.agbv_jk if isinstance(x, AggregateSummary) else x.gbv_jk) if x is not None else None
+    if est is not None:
+        return f"[{_f(_num(est.low))}, {_f(_num(est.high))}]"
+    return f"[{_f(low)}, {_f(high)}]"
+
+
+def few_cluster_lines(report: DibReport) -> list[str]:
+    """Which interval, what the noise floor can test, unstable contexts (v3 reports)."""
+    if not any(d.floor_min_p is not None for d in report.domains):
+        return [
+            "",
+            "95% CI: percentile bootstrap over contexts (a report written before "
+            "dib-report-v3; it undercovers with few contexts).",
+        ]
+    out = ["", stats.INTERVAL_NOTE.replace("MDE: (t_0.975", "MDE (vs another run): √2 ·(t_0.975")]
+    blocked = {
+        d.domain: d.floor_min_p
+        for d in report.domains
+        if d.floor_min_p is not None and d.floor_min_p > stats.ALPHA
+    }
+    if blocked:
+        values = ", ".join(f"{d} {p:.3g}" for d, p in blocked.items())
+        out.append(
+            f"Noise floor: not testable at α={stats.ALPHA:g} with this design in "
+            f"{', '.join(blocked)} (smallest attainable p of a within-context label shuffle: "
+            f"{values}); there a GBV inside its floor is not a finding."
+        )
+    else:
+        out.append(
+            "Noise floor: every domain's label shuffle can reach α = 0.05 with these contexts "
+            "(smallest attainable p "
+            + ", ".join(f"{d.domain} {_f(d.floor_min_p, '.2g')}" for d in report.domains)
+            + "); p is a per-domain test, not corrected across the domains (exploratory)."
+        )
+    flagged = {d.domain: d.unstable for d in report.domains if d.unstable}
+    out += instability_lines({"this run": [u for us in flagged.values() for u in us]})
+    out.append(INSTABILITY_NOTE)
+    return out
 
 
 def _readout_lines(report: DibReport) -> list[str]:
@@ -412,9 +518,10 @@ def _readout_lines(report: DibReport) -> list[str]:
     lines = [HEADLINE_WHY, "", head]
 
     def cells(x: ReadoutSummary | AggregateSummary, value: float | None) -> str:
-        gbv = f"{_f(value)} [{_f(x.ci_low)}, {_f(x.ci_high)}]"
+        gbv = f"{_f(value)} {_ci(x, x.ci_low, x.ci_high)}"
         mean = f"{_f(x.mean, '.1f')} [{_f(x.mean_ci_low, '.1f')}, {_f(x.mean_ci_high, '.1f')}]"
-        return f"  {gbv:<28} {mean:<24} {_f(x.mde):>5}"
+        mde = x.mde_t if x.mde_t is not None else x.mde
+        return f"  {gbv:<28} {mean:<24} {_f(mde):>5}"
 
     for d in report.domains:
         row = f"{d.domain:<12}"
@@ -429,11 +536,12 @@ def _readout_lines(report: DibReport) -> list[str]:
     lines += [
         row,
         "",
-        "mean: the mean of the group means (all groups shifting together moves it, not GBV). "
-        "MDE: the smallest ΔGBV (ΔAGBV in the last row) that a second run of this size would "
-        "detect against this one with 80% power at α = 0.05 (independent runs; see "
-        "dmt_proxy.bench.stats.minimum_detectable_effect). A null result rules out effects "
-        "this large, not smaller ones.",
+        "mean: the mean of the group means (all groups shifting together moves it, not GBV; "
+        "its CI is a percentile bootstrap over contexts, exploratory). MDE: the smallest ΔGBV "
+        "(ΔAGBV in the last row) that a second run of this size would detect against this "
+        "one with 80% power at α = 0.05 (independent runs; t quantiles and the jackknife SE "
+        "from dib-report-v3 on). A null result rules out effects this large, not smaller "
+        "ones.",
     ]
     thin = [d.domain for d in report.domains if d.n_contexts < 2]
     if thin:
