@@ -115,3 +115,29 @@ def test_v2_results_without_the_new_fields_render_as_before() -> None:
     old = CompareResults.model_validate(payload)
     text = render_table2(old)
     assert "paired bootstrap" in text and "PRIMARY" not in text and "Multiplicity" not in text
+
+
+def test_heatmap_cells_get_jackknife_intervals_and_one_multiplicity_statement() -> None:
+    from dmt_proxy.bench.sim.heatmap_report import render_heatmap_text
+    from dmt_proxy.bench.sim.results import HeatmapResults, heatmap_matrix, heatmap_readouts
+
+    config = parse_config({"turns": 10, "interval": 10, "conditions": ["baseline"],
+                           "dib": {"bootstrap": 50, "permutations": 50}})  # fmt: skip
+    audits = {
+        "age": {0: _audit(0, 2.0, 4, 1), 10: _audit(10, 8.0, 4, 2, flip=True)},
+        "race": {0: _audit(0, 2.0, 4, 1), 10: _audit(10, 3.0, 4, 3)},
+    }
+    readouts = heatmap_readouts(config, 10, audits)
+    head = readouts["expected"]
+    cell = head.matrix_jk["age"]["age"]
+    assert cell.df == 3 and cell.value == pytest.approx(head.matrix["age"]["age"].value)
+    assert [u.context_id for u in head.unstable["age"]] == ["age-000"]
+    results = HeatmapResults(
+        name="h", digest="d" * 64, config=config.model_dump(mode="json"), memory="mem0", t=10,
+        sources=["age", "race"], domains=["age", "race"], matrix=heatmap_matrix(10, audits),
+        positive_off_diagonal=0, finite_off_diagonal=2, fraction_positive=0.0, streams={},
+        latency={}, wall_s=1.0, readouts=readouts, contexts={"age": 4, "race": 4},
+    )  # fmt: skip
+    text = render_heatmap_text(results)
+    assert "delete-one-context jackknife" in text and "none is primary" in text
+    assert "unstable contexts, source age: age-000" in text

@@ -3,7 +3,10 @@
 The headline matrix is printed as the paper shows it; below it, the written-integer
 matrix, each source's mean shift of all groups (Δs̄) with its CI, the minimum
 detectable ΔGBV of the cells at 80 % power, and (in ``report.md``) every headline
-cell with its own paired 95 % CI. ``sim-results-v1`` files render the matrix only.
+cell with its own paired 95 % CI: jackknife-t over contexts from ``sim-results-v3`` on
+(percentile bootstrap before), every cell exploratory (no primary family is declared
+for the matrix), with one multiplicity statement and the sources' unstable contexts.
+``sim-results-v1`` files render the matrix only.
 """
 
 from __future__ import annotations
@@ -12,12 +15,26 @@ import html
 import statistics
 from pathlib import Path
 
-from dmt_proxy.bench.dib.readouts import HEADLINE_WHY, READOUT_LABELS, READOUTS
-from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
+from dmt_proxy.bench.dib.readouts import (
+    HEADLINE_WHY,
+    INSTABILITY_NOTE,
+    READOUT_LABELS,
+    READOUTS,
+    instability_lines,
+)
+from dmt_proxy.bench.harness.report import (
+    POWER_NOTE,
+    count_intervals,
+    fixed,
+    heatmap,
+    md_table,
+    page,
+    pyplot,
+)
 from dmt_proxy.bench.harness.rundir import write_atomic
 from dmt_proxy.bench.sim.report import _f, cell_text
 from dmt_proxy.bench.sim.results import HeatmapResults
-from dmt_proxy.bench.stats import or_none
+from dmt_proxy.bench.stats import INTERVAL_NOTE, multiplicity_note, or_none
 
 
 def _matrix_rows(
@@ -39,13 +56,20 @@ def source_rows(results: HeatmapResults) -> list[list[str]]:
             x = results.readouts.get(r.value)
             if x is None or source not in x.mean_shift:
                 continue
-            mdes = [v for v in x.mde.get(source, {}).values() if v is not None]
+            jk = x.matrix_jk.get(source)
+            mdes = (
+                [e.mde for e in jk.values() if e.mde == e.mde]  # NaN != NaN: undefined MDE
+                if jk is not None
+                else [v for v in x.mde.get(source, {}).values() if v is not None]
+            )
             spread = (
                 f"{statistics.median(mdes):.2f} [{min(mdes):.2f}, {max(mdes):.2f}]"
                 if mdes
                 else "n/a"
             )
-            rows.append([source, READOUT_LABELS[r], cell_text(x.mean_shift[source]), spread])
+            shift = x.mean_shift_jk.get(source)
+            shown = shift.estimate if shift is not None else x.mean_shift[source]
+            rows.append([source, READOUT_LABELS[r], cell_text(shown), spread])
     return rows
 
 
@@ -57,13 +81,38 @@ def cell_rows(results: HeatmapResults) -> list[list[str]]:
         return rows
     for source in results.sources:
         row = x.matrix.get(source, {})
+        jk = x.matrix_jk.get(source, {})
         rows.append(
             [
                 source,
-                *(cell_text(row[d], spec="+.1f") if d in row else "n/a" for d in results.domains),
+                *(
+                    cell_text(jk[d].estimate if d in jk else row[d], spec="+.1f")
+                    if d in row
+                    else "n/a"
+                    for d in results.domains
+                ),
             ]
         )
     return rows
+
+
+def _has_jk(results: HeatmapResults) -> bool:
+    return any(x.matrix_jk for x in results.readouts.values())
+
+
+def few_cluster_lines(results: HeatmapResults) -> list[str]:
+    """Unstable contexts and the multiplicity statement (results v3)."""
+    if not _has_jk(results):
+        return []
+    x = results.readouts.get(results.headline)
+    flagged = {f"source {s}": u for s, u in (x.unstable if x else {}).items()}
+    tables = [cell_rows(results), source_rows(results)]
+    return [
+        "",
+        *instability_lines(flagged),
+        INSTABILITY_NOTE,
+        multiplicity_note(count_intervals(tables), []),
+    ]
 
 
 def heatmap_caveats(results: HeatmapResults) -> list[str]:
@@ -105,8 +154,9 @@ def render_heatmap_text(results: HeatmapResults) -> str:
             "",
             fixed(source_rows(results)),
             "",
-            POWER_NOTE,
+            INTERVAL_NOTE if _has_jk(results) else POWER_NOTE,
         ]
+    lines += few_cluster_lines(results)
     lines += heatmap_caveats(results)
     return "\n".join(lines)
 

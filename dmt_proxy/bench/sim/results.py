@@ -202,6 +202,11 @@ class HeatmapReadout(BaseModel):
     """Minimum detectable ΔGBV of each cell at 80 % power."""
     mean_shift: dict[str, FlatEstimate]
     """Per source: Δs̄ averaged over the evaluated domains."""
+    matrix_jk: dict[str, dict[str, ClusterEstimate]] = {}
+    """Every cell with its jackknife-t interval and MDE (results v3; exploratory cells)."""
+    mean_shift_jk: dict[str, ClusterEstimate] = {}
+    unstable: dict[str, list[UnstableContext]] = {}
+    """Per source: the unstable contexts of its audit at t."""
 
 
 class HeatmapResults(_RunResults):
@@ -457,7 +462,23 @@ def heatmap_readouts(
                 mde[s][d] = _num(m.mde(diff))
             value, reps = data.shift((s, t), (s, 0))
             shift[s] = cell_of(value, m.interval(reps))
-        out[readout.value] = HeatmapReadout(matrix=matrix, mde=mde, mean_shift=shift)
+        matrix_jk = {
+            s: {d: data.jackknife(m.domain_weights([(s, t)], [(s, 0)], d)) for d in matrix[s]}
+            for s in sources
+        }
+        shift_jk = {
+            s: data.jackknife(m.delta_weights(data.mean, [(s, t)], [(s, 0)]), "mean")
+            for s in sources
+        }
+        unstable = {s: flagged for s in sources if (flagged := unstable_contexts(cells[(s, t)]))}
+        out[readout.value] = HeatmapReadout(
+            matrix=matrix,
+            mde=mde,
+            mean_shift=shift,
+            matrix_jk=matrix_jk,
+            mean_shift_jk=shift_jk,
+            unstable=unstable,
+        )
     return out
 
 
