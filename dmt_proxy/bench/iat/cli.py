@@ -78,6 +78,14 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=run_iat_command)
 
+    r = subparsers.add_parser(
+        "iat-report",
+        help="rebuild a probe directory's iat_report.md from its iat_result.json (no model)",
+    )
+    r.add_argument("--out", type=Path, required=True, metavar="DIR", help="a probe directory")
+    r.add_argument("--label", help="name of the run in the report (default: the result's)")
+    r.set_defaults(func=report_iat_command)
+
     d = subparsers.add_parser(
         "iat-drift",
         help="IAT with memory: t=0 vs t=T, no mitigation vs DMT (live, or from result files)",
@@ -115,6 +123,17 @@ def register(subparsers: Any) -> None:
         "benchmarks/results/iat/drift_<run name>_<run id>_<arch>)",
     )
     d.set_defaults(func=run_drift_command)
+
+
+def report_iat_command(args: argparse.Namespace) -> int:
+    """Rewrite ``iat_report.md`` of a probe directory from its result file, with this code."""
+    from dmt_proxy.bench.iat.probe import REPORT_FILE, RESULT_FILE
+    from dmt_proxy.bench.iat.report import report_markdown
+
+    result = read_result(args.out / RESULT_FILE)
+    (args.out / REPORT_FILE).write_text(report_markdown(result, args.label), encoding="utf-8")
+    print(f"dmt-bench iat-report: rewrote {args.out / REPORT_FILE}", file=sys.stderr)
+    return 0
 
 
 def _endpoint(args: argparse.Namespace) -> Endpoint:

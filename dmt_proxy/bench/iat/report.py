@@ -6,12 +6,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dmt_proxy.bench.harness.report import count_intervals
 from dmt_proxy.bench.iat.metrics import Score
 from dmt_proxy.bench.iat.results import TEST_TYPES, IatResult
 from dmt_proxy.bench.iat.stimuli import TABLE3_HEADERS, TABLE3_ORDER, CategoryName
-from dmt_proxy.bench.stats import Estimate, or_none
+from dmt_proxy.bench.stats import Estimate, multiplicity_note, or_none
 
-REPORT_VERSION = "iat_report_v1"
+REPORT_VERSION = "iat_report_v2"
 
 DEFINITIONS = (
     "SC = n_stereotype / N, where N = answered trials (valid + invalid); an invalid "
@@ -206,4 +207,24 @@ Versions: {versions}, report `{REPORT_VERSION}`.
 ## Definitions
 
 {DEFINITIONS}
+
+## Statistics
+
+{statistics_note(result, name)}
 """
+
+
+def statistics_note(result: IatResult, name: str) -> str:
+    """What the intervals assume, and the report's one multiplicity statement (v2)."""
+    shown = (
+        table3_markdown([Row(name, result)]) + "\n" + _md_table(_DETAIL_HEAD, _detail_rows(result))
+    )
+    total = count_intervals([[[""], [line]] for line in shown.splitlines()])
+    return (
+        "The Wilson intervals treat the trials of a category as independent. They are not: "
+        "each category repeats a few template variants and the same stimuli, so trials of "
+        "one variant move together and the intervals are narrower than the variation across "
+        "variants would make them; read differences between categories or models as leads. "
+        "(This report has no DIB contexts, so the few-cluster intervals of the DIB, "
+        "simulation and dose reports do not apply.) " + multiplicity_note(total, [])
+    )
