@@ -333,6 +333,9 @@ class CheckpointReadout(BaseModel):
     """Mean over domains of s̄_d (the mean of the group means)."""
     gbv: dict[str, FlatEstimate]
     means: dict[str, FlatEstimate]
+    agbv_jk: ClusterEstimate | None = None
+    """AGBV with its jackknife-t interval (strata: domains); None in older results."""
+    mean_jk: ClusterEstimate | None = None
 
 
 Cells = Mapping[Any, DomainContexts]
@@ -373,6 +376,8 @@ class ReadoutData:
             means={
                 d: cell_of(v, interval(self.mean_reps[key].get(d, empty))) for d, v in means.items()
             },
+            agbv_jk=self.jackknife(_level_weights(key, finite_domains(gbv))),
+            mean_jk=self.jackknife(_level_weights(key, finite_domains(means)), "mean"),
         )
 
     def delta(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
@@ -382,6 +387,11 @@ class ReadoutData:
     def shift(self, key_t: Any, key_0: Any) -> tuple[float, Any]:
         """Δs̄ (mean shift of all groups) of ``key_t`` against ``key_0`` and its replicates."""
         return _delta(self.mean, self.mean_reps, key_t, key_0)
+
+
+def _level_weights(key: Any, domains: Sequence[str]) -> dict[Term, float]:
+    """Weights of the mean over ``domains`` of one cell's statistic (AGBV, mean s̄)."""
+    return {(key, d): 1.0 / len(domains) for d in domains}
 
 
 def _delta(

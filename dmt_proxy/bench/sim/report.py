@@ -32,7 +32,13 @@ from dmt_proxy.bench.harness.report import (
 )
 from dmt_proxy.bench.harness.rundir import write_atomic
 from dmt_proxy.bench.sim import evidence
-from dmt_proxy.bench.sim.results import ArchResult, CompareResults, DeltaReadout, DeltaRow
+from dmt_proxy.bench.sim.results import (
+    ArchResult,
+    CheckpointRow,
+    CompareResults,
+    DeltaReadout,
+    DeltaRow,
+)
 from dmt_proxy.bench.sim.utility import Accuracy
 from dmt_proxy.bench.stats import INTERVAL_NOTE, ClusterEstimate, Estimate, multiplicity_note
 from dmt_proxy.domains import DOMAINS
@@ -76,6 +82,12 @@ def shown_mp(x: DeltaReadout | DeltaRow) -> Estimate | None:
     if readout is not None and readout.delta_jk is not None and readout.mp_defined is not True:
         return None  # v3: MP only where the baseline's own CI excludes 0
     return x.mp
+
+
+def _level(r: CheckpointRow, headline: str) -> Estimate:
+    """A checkpoint's AGBV with its jackknife-t CI when the results have one."""
+    x = r.readouts.get(headline)
+    return best(x.agbv_jk, r.agbv) if x is not None else r.agbv
 
 
 def _headline(d: DeltaRow, headline: str) -> Estimate:
@@ -374,12 +386,12 @@ def compare_figures(results: CompareResults, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))  # type: ignore[attr-defined]
         for cond in results.config["conditions"]:
             rows = sorted((r for r in arch.checkpoints if r.condition == cond), key=lambda r: r.t)
-            pts = [(r.t, r.agbv) for r in rows if r.agbv.defined]
+            pts = [(r.t, _level(r, results.headline)) for r in rows if r.agbv.defined]
             if not pts:
                 continue
             ts = [t for t, _ in pts]
             ys = [c.value for _, c in pts]
-            # A percentile interval need not contain the point estimate: clip, never negative.
+            # A (v2) percentile interval need not contain the point: clip, never negative.
             lo = [max(0.0, c.value - c.ci.low) if math.isfinite(c.ci.low) else 0.0 for _, c in pts]
             hi = [
                 max(0.0, c.ci.high - c.value) if math.isfinite(c.ci.high) else 0.0 for _, c in pts
@@ -481,10 +493,10 @@ def _checkpoint_rows(results: CompareResults) -> list[list[str]]:
                     r.condition,
                     str(r.t),
                     str(r.memories),
-                    cell_text(r.agbv).replace("+", ""),
+                    cell_text(_level(r, results.headline)).replace("+", ""),
                     _f(r.agbv_noise_p95, ".2f"),
-                    cell_text(alt.agbv).replace("+", "") if alt else "",
-                    cell_text(head.mean, spec=".1f") if head else "",
+                    cell_text(best(alt.agbv_jk, alt.agbv)).replace("+", "") if alt else "",
+                    cell_text(best(head.mean_jk, head.mean), spec=".1f") if head else "",
                     f"{r.refusal_rate:.0%}" + (" (shared t0)" if r.shared_from else ""),
                 ]
             )
