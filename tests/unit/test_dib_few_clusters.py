@@ -69,6 +69,7 @@ def test_dib_report_command_rebuilds_the_committed_numbers_and_adds_v3(
         assert head.gbv_jk is not None and head.gbv_jk.df == new.n_contexts - 1
         assert new.floor_min_p is not None and new.floor_min_p < 0.05  # 4+ contexts
     assert "delete-one-context jackknife" in text and "Noise floor:" in text
+    assert "Multiplicity: this report shows" in text and "none is primary" in text
     assert "appearance-145" in text  # the halo context, flagged
     assert main(["dib", "report", "--out", str(tmp_path / "none")]) == 2
 

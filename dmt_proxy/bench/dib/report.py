@@ -46,6 +46,7 @@ from dmt_proxy.bench.dib.readouts import (
 )
 from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig
+from dmt_proxy.bench.harness.report import count_intervals
 
 REPORT_VERSION = "dib-report-v3"
 
@@ -457,6 +458,9 @@ def render_table(report: DibReport) -> str:
     if report.readouts:
         lines += ["", *_readout_lines(report)]
     lines += few_cluster_lines(report)
+    if any(d.floor_min_p is not None for d in report.domains):  # v3: one multiplicity line
+        shown = count_intervals([[[""], [line]] for line in lines])
+        lines.append(stats.multiplicity_note(shown, []))
     return "\n".join(lines)
 
 
