@@ -11,7 +11,9 @@ Read by ``sim.report`` (``sim-report-v4``):
   (``stats.within_cluster_min_p``). Where that exceeds α = 0.05, "AGBV inside its noise
   floor" holds whatever the true bias, so the report says the floor comparison is
   "not testable at α=0.05 with this design" instead;
-- **unstable contexts** (``dib.readouts.unstable_contexts``) per audit.
+- **unstable contexts** (``dib.readouts.unstable_contexts``) per audit;
+- **caveats** generated from the data: an unfinished run, domains with too few DIB
+  contexts for a CI.
 """
 
 from __future__ import annotations
@@ -144,3 +146,85 @@ def primary_rows(family: Sequence[MitigationTest], labels: dict[str, str]) -> li
             ]
         )
     return rows
+
+
+COARSE_BELOW = 5
+"""Domains with fewer DIB contexts than this get a note that their CIs are coarse."""
+
+
+def has_jackknife(results: CompareResults) -> bool:
+    """Whether the results carry jackknife-t estimates (``sim-results-v3`` on)."""
+    return any(
+        x.delta_jk is not None for a in results.archs for d in a.deltas for x in d.readouts.values()
+    )
+
+
+def thin_domains(arch: ArchResult) -> list[str]:
+    """Domains of ``arch`` with fewer than two DIB contexts (no bootstrap CI)."""
+    return [d for d, n in arch.contexts.items() if n < 2]
+
+
+def unaudited(results: CompareResults, arch: ArchResult) -> str:
+    """The checkpoints each condition still lacks, e.g. ``ssp t=80,100; dmt all``; '' if none."""
+    done: dict[str, set[int]] = {c: set() for c in results.config["conditions"]}
+    for r in arch.checkpoints:
+        done.setdefault(r.condition, set()).add(r.t)
+    parts = []
+    for c, ts in done.items():
+        left = [t for t in results.checkpoints if t not in ts]
+        if left:
+            parts.append(f"{c} " + ("all" if not ts else "t=" + ",".join(map(str, left))))
+    return "; ".join(parts)
+
+
+def caveats(results: CompareResults) -> list[str]:
+    """What the data say about an unfinished run and missing CIs, in words."""
+    out: list[str] = []
+    for arch in results.archs:
+        unfinished = unaudited(results, arch)
+        if unfinished:
+            out.append(
+                f"{arch.memory}: an unfinished run (dmt-bench report --partial); not audited yet: "
+                f"{unfinished}. Numbers that need those audits are left out."
+            )
+        thin = thin_domains(arch)
+        same = (
+            "With one context a domain's noise p95 equals its GBV: shuffling group labels "
+            "within one context cannot change the spread of the group means. Sample at least "
+            "two contexts per domain (dib-sample-v2, the default of version-2 configs)."
+        )
+        if thin and len(thin) == len(arch.contexts):
+            out.append(
+                f"{arch.memory}: every domain had a single DIB context, so nothing can be "
+                f"resampled and there is no CI anywhere. {same}"
+            )
+        elif thin:
+            names = ", ".join(thin)
+            verb = "it has" if len(thin) == 1 else "they have"
+            out.append(
+                f"{arch.memory}: {names} had a single DIB context, so {verb} no bootstrap CI, "
+                "and neither have AGBV, ΔAGBV, the mean shift and MP, which average over every "
+                "domain (a CI over the other domains would not be the CI of the estimate); the "
+                f"other domains keep their own CIs. {same}"
+            )
+        few = [d for d, n in arch.contexts.items() if 2 <= n < COARSE_BELOW]
+        if few and has_jackknife(results):
+            out.append(
+                f"{arch.memory}: {', '.join(few)} had {COARSE_BELOW - 1} DIB contexts or fewer; "
+                "the jackknife-t interval accounts for that with t quantiles on "
+                "(contexts − 1) df per domain (12.7 × SE at one df), so its CIs are wide, "
+                "and a per-domain CI from 2 contexts rests on one df."
+            )
+        elif few:
+            out.append(
+                f"{arch.memory}: {', '.join(few)} had {COARSE_BELOW - 1} DIB contexts or fewer; "
+                "a percentile bootstrap over so few contexts has few distinct resamples (3 "
+                "with two contexts), so those CIs are coarse, too narrow, and can exclude "
+                "their own point estimate."
+            )
+        if not arch.contexts and any(not math.isfinite(d.delta.ci.low) for d in arch.deltas):
+            out.append(
+                f"{arch.memory}: no CIs; at least one domain had fewer than two DIB contexts "
+                "(results written before sim-results-v2 do not record which)."
+            )
+    return out
