@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.bench.dib.readouts import HEADLINE, HEADLINE_WHY, READOUT_LABELS, Readout
+from dmt_proxy.bench.dose.addenda import addendum_lines
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_proxy.bench.harness.report import POWER_NOTE, fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
@@ -53,7 +54,7 @@ def excludes_zero(cell: Estimate | None) -> bool:
 
 
 def _label(row: DoseRow) -> str:
-    return f"{row.source or 'any'}/{row.kind}"
+    return f"{row.source or 'any'}/{row.kind}" + (f" {row.set}" if row.set else "")
 
 
 def source_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
@@ -231,6 +232,7 @@ def render_text(results: DoseResults) -> str:
     lines += [fixed(mde_rows(rows)), "", POWER_NOTE, "", permutation_note(results)]
     lines += ["", HEADLINE_WHY, ""]
     lines += verdict(results)
+    lines += addendum_lines(results)
     if results.shown_counted:
         short = results.shown_short
         lines += [
