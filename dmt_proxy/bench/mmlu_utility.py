@@ -400,14 +400,28 @@ def _model(config: UtilityConfig) -> str:
 
 
 def run_utility(
-    config: UtilityConfig, out: Path, *, settings: Any, resume: bool, progress: Any = sys.stderr
+    config: UtilityConfig,
+    out: Path,
+    *,
+    settings: Any,
+    resume: bool,
+    progress: Any = sys.stderr,
+    command: str = "python -m dmt_proxy.bench.mmlu_utility",
 ) -> UtilityResults:
-    """Run (or resume) the utility run in ``out``; write results.json and report.md."""
-    from dmt_proxy.bench.harness.rundir import open_run_dir
+    """Run (or resume) the utility run in ``out``; write results.json and report.md
+    (``command``: how it was started, shown in the report)."""
+    from dmt_proxy.bench.harness.rundir import open_run_dir, set_status
 
-    open_run_dir(out, config, resume=resume, version=UTILITY_VERSION)
-    asyncio.run(_run(config, out, settings, progress))
-    return write_results(config, out, " ".join(sys.argv))
+    manifest = open_run_dir(out, config, resume=resume, version=UTILITY_VERSION)
+    started = time.perf_counter()
+    try:
+        asyncio.run(_run(config, out, settings, progress))
+    except BaseException as exc:  # recorded, then re-raised: the run stays resumable
+        elapsed = manifest.elapsed_s + time.perf_counter() - started
+        set_status(out, "stopped", str(exc) or type(exc).__name__, elapsed_s=elapsed)
+        raise
+    set_status(out, "complete", "", elapsed_s=manifest.elapsed_s + time.perf_counter() - started)
+    return write_results(config, out, command)
 
 
 def write_results(config: UtilityConfig, out: Path, command: str) -> UtilityResults:
@@ -431,6 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, help="override: questions per condition")
     ap.add_argument("--conditions", help="override: conditions, comma-separated")
     args = ap.parse_args(argv)
+    command = "python -m dmt_proxy.bench.mmlu_utility " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
     from dmt_proxy.settings import Settings
 
@@ -451,10 +468,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             return 0
         if args.report:
-            results = write_results(config, args.out, "python -m dmt_proxy.bench.mmlu_utility "
-                                    + " ".join(argv or sys.argv[1:]))  # fmt: skip
+            results = write_results(config, args.out, command)
         else:
-            results = run_utility(config, args.out, settings=Settings(), resume=args.resume)
+            results = run_utility(
+                config, args.out, settings=Settings(), resume=args.resume, command=command
+            )
     except (ConfigError, ValidationError) as exc:
         print(f"mmlu_utility: {exc}", file=sys.stderr)
         return 2

@@ -72,6 +72,7 @@ def test_every_condition_goes_through_the_proxy_with_a_constrained_letter(
     assert dmt_system  # the memory block reached the model
     assert 0.0 <= by["off"].ci_low <= by["off"].ci_high <= 1.0
     assert (out / "report.md").read_text().count("| dmt |") == 1
+    assert '"status": "complete"' in (out / "run.json").read_text().replace('":"', '": "')
     before = len(proxy.chat.calls)
     assert main(["--out", str(out), "--resume"]) == 0
     assert len(proxy.chat.calls) == before  # nothing left to ask
