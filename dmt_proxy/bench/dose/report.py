@@ -120,7 +120,11 @@ def mde_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
         if r.kind != "biased" or r.mode != "off":
             continue
         dmt = next(
-            (x for x in rows if (x.source, x.kind, x.k, x.mode) == (r.source, r.kind, r.k, "dmt")),
+            (
+                x
+                for x in rows
+                if (x.source, x.kind, x.k, x.mode, x.set) == (r.source, r.kind, r.k, "dmt", r.set)
+            ),
             None,
         )
         table.append(
