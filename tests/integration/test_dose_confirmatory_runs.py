@@ -176,7 +176,9 @@ async def test_registered_run_with_positive_control_reports_primary_endpoints(
     assert all(r.set == "age-directive-1" and r.content is not None for r in directive_rows)
     assert results.content_matrix is None  # diagonal targets: no off-diagonal
     text = report.render_text(results)
-    for needed in ("Pre-registered primary endpoints", "Positive control", "the instrument sees"):
+    assert content.mde is not None and content.mde > 0
+    for needed in ("Pre-registered primary endpoints", "Positive control", "the instrument sees",
+                   "content-age: MDE"):  # fmt: skip
         assert needed in text, needed
     reloaded = DoseResults.model_validate_json(results.model_dump_json())
     assert reloaded.primary == results.primary

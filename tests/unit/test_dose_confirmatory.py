@@ -146,6 +146,8 @@ def test_contrast_jackknife_by_hand() -> None:
     half = t_quantile(0.975, 2) / math.sqrt(3)
     assert est.low == pytest.approx(2.0 - half) and est.high == pytest.approx(2.0 + half)
     assert est.p_value is not None and 0 < est.p_value < 0.1
+    se = 1 / math.sqrt(3)
+    assert est.mde == pytest.approx((t_quantile(0.975, 2) + t_quantile(0.8, 2)) * se)
     assert contrast(scored, mean_terms(["p"], []), "age").value is None
     assert contrast(scored, mean_terms(["p"], ["m"]), "race").value is None
 

@@ -31,7 +31,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.gbv import ContextScores, gbv_of_contexts
-from dmt_proxy.bench.stats import cluster_jackknife, t_cdf, t_quantile
+from dmt_proxy.bench.stats import (
+    cluster_jackknife,
+    minimum_detectable_effect_t,
+    t_cdf,
+    t_quantile,
+)
 
 METHOD = "delete-one-context jackknife, t interval with G − 1 df (bench.stats.cluster_jackknife)"
 Scored = Mapping[Any, Mapping[str, ContextScores]]
@@ -49,6 +54,10 @@ class Contrast(BaseModel):
     p_value: float | None = None
     clusters: int = 0
     """DIB contexts scored in every cell of the contrast (G; df = G − 1)."""
+    mde: float | None = None
+    """Minimum detectable effect at 80 % power, α = 0.05, with t quantiles on G − 1 df
+    (``stats.minimum_detectable_effect_t`` of the jackknife SE): a null rules out effects
+    at least this large."""
 
     @property
     def defined(self) -> bool:
@@ -93,6 +102,7 @@ def contrast(
         half = (est.ci.high - est.ci.low) / 2.0
         se = half / t_quantile(1.0 - (1.0 - confidence) / 2.0, g - 1)
         out.update(low=est.ci.low, high=est.ci.high, se=se)
+        out["mde"] = _num(minimum_detectable_effect_t(se, g - 1))
         if se > 0 and math.isfinite(est.value):
             out["p_value"] = 2.0 * (1.0 - t_cdf(abs(est.value) / se, g - 1))
         elif math.isfinite(est.value):

@@ -326,11 +326,12 @@ def primary_lines(report: PrimaryReport | None) -> list[str]:
         "",
         report.message + ".",
         f"Interval: {report.method}, 95 %. Holm over the family {{{', '.join(report.family)}}}"
-        f" at α = {report.alpha:g}.",
+        f" at α = {report.alpha:g}. MDE: 80 % power, t quantiles; a null rules out effects at "
+        "least that large, and is read only where the positive control was seen.",
         "",
         "| endpoint | contrast | source | k | mode | estimate [95 % CI] | contexts | p | Holm p "
-        "| rejects 0 |",
-        "|---|---|---|---:|---|---|---:|---:|---:|---|",
+        "| rejects 0 | MDE |",
+        "|---|---|---|---:|---|---|---:|---:|---:|---|---:|",
     ]
     for r in report.endpoints:
         e, c = r.endpoint, r.estimate
@@ -350,7 +351,8 @@ def primary_lines(report: PrimaryReport | None) -> list[str]:
         hp = "–" if r.holm_adjusted_p is None else f"{r.holm_adjusted_p:.4f}"
         lines.append(
             f"| {e.id} | {e.contrast} | {e.source} | {e.k} | {e.mode} | {est} | {c.clusters} | "
-            f"{p} | {hp} | {'yes' if r.reject else 'no'} |"
+            f"{p} | {hp} | {'yes' if r.reject else 'no'} | "
+            f"{'–' if c.mde is None else format(c.mde, '.2f')} |"
         )
     return lines
 
