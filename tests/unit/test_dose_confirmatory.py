@@ -100,6 +100,9 @@ def test_the_confirmatory_config_is_the_registered_design() -> None:
     assert all(len(config.seeds.biased[s]) >= 3 for s in config.sources)
     audits = c.audits(config)
     assert len(audits) == 2 + 30 + 10 + 15
+    # The primary endpoints' cells (every kind in off, then in dmt) are read first.
+    assert [a.audit for a in audits[2:13]] == ["off"] * 11  # 6 stereotyped, 2 directive, 3 neutral
+    assert {a.audit for a in audits[13:24]} == {"dmt"}
     samples = dose_samples(config)
     contexts = {s.context_id for s in samples}
     assert sum(1 for x in contexts if x.startswith("age")) == 24

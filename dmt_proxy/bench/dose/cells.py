@@ -180,7 +180,7 @@ def audits(config: DoseConfig) -> list[CellKey]:
     The empty scope first (once per SSP setting: every cell's baseline), then the
     largest dose of every source in every mode, its neutral control, and so on down:
     a run stopped early has the strongest contrasts of every source, not every dose
-    of the first source.
+    of the first source. With seed sets, modes off and dmt come first (below).
     """
     seen: set[tuple[str, str]] = set()
     out: list[CellKey] = []
@@ -189,6 +189,17 @@ def audits(config: DoseConfig) -> list[CellKey]:
         if key not in seen:
             seen.add(key)
             out.append(cell)
+    if config.seeds.uses_sets():
+        # Seed-set designs read mode off, then dmt, for every kind before the other modes:
+        # a run stopped early already holds the content contrast and DMT's reduction of it
+        # (the confirmatory run's primary endpoints).
+        rank = {"off": 0, "dmt": 1}
+        return sorted(
+            out,
+            key=lambda cell: (
+                cell.scope.k > 0, -cell.scope.k, rank.get(cell.mode, 2), cell.scope.kind
+            ),
+        )  # fmt: skip
     # sorted() is stable: within a dose and kind, sources and modes keep the config's order.
     return sorted(out, key=lambda cell: (cell.scope.k > 0, -cell.scope.k, cell.scope.kind))
 
