@@ -198,6 +198,8 @@ def linear_jackknife(
     values: Mapping[Any, Mapping[str, float]],
     loo: Mapping[Any, Mapping[str, np.ndarray]],
     weights: Mapping[Term, float],
+    *,
+    confidence: float = 0.95,
 ) -> ClusterEstimate:
     """θ = Σ w·values[key][d] with its stratified jackknife-t interval (strata: domains).
 
@@ -221,7 +223,9 @@ def linear_jackknife(
             return ClusterEstimate(value=value)
         shift = w * (arr - values[key][d])
         strata[d] = strata[d] + shift if d in strata else value + shift
-    return jackknife_t(value, {d: [float(x) for x in arr] for d, arr in strata.items()})
+    return jackknife_t(
+        value, {d: [float(x) for x in arr] for d, arr in strata.items()}, confidence=confidence
+    )
 
 
 def delta_weights(

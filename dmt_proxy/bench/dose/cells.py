@@ -9,7 +9,10 @@ Run directory layout::
     results.json, report.md, report.html, *.png
 
 A scope is (source, kind, k): ``age-biased-k3``, ``any-neutral-k10`` (plain MMLU-Pro
-controls are the same for every source), ``empty`` (k = 0). The empty scope is read
+controls are the same for every source), ``empty`` (k = 0). With seed sets
+(``seeds.set: dose_seeds_v1``) a scope is one set at one k, named by the set:
+``age-2-k10`` (stereotyped, kind ``biased``), ``neutral-1-k10``, ``age-directive-1-k10``
+(the positive control, kind ``directive``). The empty scope is read
 once per SSP setting (``cells/empty/plain.json``, ``cells/empty/ssp.json``): without
 memories, modes that differ only in how memories are shown send identical requests.
 Files are written atomically, so a killed run leaves whole records only, and a
@@ -25,9 +28,10 @@ from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.dib.scorer import DecisionResult, ScoringConfig
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
+from dmt_proxy.bench.dose.seed_sets import SeedLibrary, shipped_library
 from dmt_proxy.policy import Mode
 
-ScopeKind = Literal["biased", "neutral", "none"]
+ScopeKind = Literal["biased", "neutral", "directive", "none"]
 
 
 class ScopeKey(BaseModel):
@@ -37,12 +41,17 @@ class ScopeKey(BaseModel):
     source: str | None
     kind: ScopeKind
     k: int
+    set: str | None = None
+    """The seed set (``dose_seeds_v1``); None for ``auditor_eval_v1`` scopes and k = 0."""
 
     @property
     def name(self) -> str:
-        """Directory and user-name part: ``age-biased-k3``, ``any-neutral-k1``, ``empty``."""
+        """Directory and user-name part: ``age-biased-k3``, ``any-neutral-k1``, ``age-2-k10``,
+        ``empty``."""
         if self.k == 0:
             return "empty"
+        if self.set is not None:
+            return f"{self.set}-k{self.k}"
         return f"{self.source or 'any'}-{self.kind}-k{self.k}"
 
 
@@ -120,8 +129,32 @@ class CellRecord(BaseModel):
         return sum(1 for n in self.shown_counts() if n < self.scope.k)
 
 
+def set_scopes(config: DoseConfig, library: SeedLibrary | None = None) -> list[ScopeKey]:
+    """The scopes of a ``dose_seeds_v1`` design: per source its stereotyped, then its
+    directive sets, then the neutral sets, each at every k > 0."""
+    lib = library or shipped_library()
+    out: list[ScopeKey] = []
+    kinds = [kd for kd in ("biased", "directive") if kd in config.kinds]
+    for source in config.sources:
+        for kind in kinds:
+            for set_id in lib.set_ids(config, kind, source):
+                out += [
+                    ScopeKey(source=source, kind=kind, k=k, set=set_id)
+                    for k in config.positive_doses()
+                ]
+    if "neutral" in config.kinds:
+        for set_id in lib.set_ids(config, "neutral", None):
+            out += [
+                ScopeKey(source=None, kind="neutral", k=k, set=set_id)
+                for k in config.positive_doses()
+            ]
+    return out
+
+
 def scopes(config: DoseConfig) -> list[ScopeKey]:
     """Every scope of the design, in the order they are read: empty, sources, controls."""
+    if config.seeds.uses_sets():
+        return [EMPTY, *set_scopes(config)]
     out = [EMPTY]
     for source in config.sources:
         if "biased" in config.kinds:
@@ -137,8 +170,7 @@ def cells(config: DoseConfig) -> list[CellKey]:
     """Every (scope, mode) of the design; the empty scope is listed in every mode."""
     out: list[CellKey] = []
     for scope in scopes(config):
-        modes = config.modes if scope.kind != "neutral" else config.neutral_modes
-        out += [CellKey(scope=scope, mode=m) for m in modes]
+        out += [CellKey(scope=scope, mode=m) for m in config.modes_for(scope.kind)]
     return out
 
 
@@ -148,7 +180,7 @@ def audits(config: DoseConfig) -> list[CellKey]:
     The empty scope first (once per SSP setting: every cell's baseline), then the
     largest dose of every source in every mode, its neutral control, and so on down:
     a run stopped early has the strongest contrasts of every source, not every dose
-    of the first source.
+    of the first source. With seed sets, modes off and dmt come first (below).
     """
     seen: set[tuple[str, str]] = set()
     out: list[CellKey] = []
@@ -157,6 +189,17 @@ def audits(config: DoseConfig) -> list[CellKey]:
         if key not in seen:
             seen.add(key)
             out.append(cell)
+    if config.seeds.uses_sets():
+        # Seed-set designs read mode off, then dmt, for every kind before the other modes:
+        # a run stopped early already holds the content contrast and DMT's reduction of it
+        # (the confirmatory run's primary endpoints).
+        rank = {"off": 0, "dmt": 1}
+        return sorted(
+            out,
+            key=lambda cell: (
+                cell.scope.k > 0, -cell.scope.k, rank.get(cell.mode, 2), cell.scope.kind
+            ),
+        )  # fmt: skip
     # sorted() is stable: within a dose and kind, sources and modes keep the config's order.
     return sorted(out, key=lambda cell: (cell.scope.k > 0, -cell.scope.k, cell.scope.kind))
 

@@ -4,9 +4,18 @@
     dmt-bench dose --out RUN_DIR --resume
     dmt-bench dose --sources age --doses 0,3 --modes off,dmt --contexts 2 --out RUN_DIR
     dmt-bench dose-report --out RUN_DIR
+    dmt-bench dose --config C --dry-run --no-probe \\
+        --latencies-from benchmarks/results/dose/dose_local --latencies-k 3
 
-The cost estimate is printed before every run (``--dry-run`` prints only it).
-Exit codes: 0 done, 2 configuration error, 3 stopped resumably.
+The cost estimate is printed before every run (``--dry-run`` prints only it);
+``--latencies-from`` prices it with another run's measured rates (``--latencies-k``:
+those of its cells with K memories). A config with a
+``preregistration`` starts only from a committed, unmodified pre-registration file
+(its commit and SHA-256 go into the run's manifest), and its report checks the
+endpoints against that commit (``dose/preregistration.py``).
+Exit codes: 0 done, 2 configuration error, 3 stopped resumably, 4 report written but
+the pre-registered endpoints are not reported as primary (they changed after the run
+started, or the record cannot be verified).
 """
 
 from __future__ import annotations
@@ -64,22 +73,44 @@ def _default_out(config: DoseConfig) -> Path:
     return Path("dmt-bench-runs") / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _registered(config: DoseConfig) -> DoseConfig:
+    """The config with its pre-registration's commit and digest (refused if uncommitted)."""
+    from dmt_proxy.bench.dose import preregistration as p
+
+    ref = config.preregistration
+    if ref is None:
+        return config
+    root = p.repo_root(Path.cwd())
+    if ref.commit is not None:  # a resumed run: the recorded commit stays
+        return config
+    p.check_against_config(p.load_preregistration(root / ref.path), config)
+    return config.model_copy(update={"preregistration": p.resolve(ref, root)})
+
+
 def cmd_dose(args: argparse.Namespace) -> int:
     from dmt_proxy.bench.dose import estimate
     from dmt_proxy.bench.dose.runner import run_dose
 
     config = config_from_args(args)
     out = Path(args.out) if args.out else _default_out(config)
-    latencies, label = estimate.latencies(
-        config,
-        out if args.resume else None,
-        live=args.dry_run and not args.no_probe,
-        settings=args.settings,
-    )
+    if args.latencies_from:
+        runs = [Path(r) for r in args.latencies_from]
+        latencies = estimate.latencies_from_other_run(runs, k=args.latencies_k)
+        label = "runs " + ", ".join(r.name for r in runs)
+        if args.latencies_k is not None:
+            label += f" (k = {args.latencies_k} cells)"
+    else:
+        latencies, label = estimate.latencies(
+            config,
+            out if args.resume else None,
+            live=args.dry_run and not args.no_probe,
+            settings=args.settings,
+        )
     est = estimate.build(config, out if args.resume else None, latencies, label)
     print(estimate.render(est), file=sys.stdout if args.dry_run else sys.stderr)
     if args.dry_run:
         return 0
+    config = _registered(config)
     print(f"dmt-bench dose: run directory {out}", file=sys.stderr)
     try:
         run = asyncio.run(run_dose(config, out, settings=args.settings, resume=args.resume))
@@ -98,16 +129,29 @@ def cmd_dose(args: argparse.Namespace) -> int:
 
 def _report(config: DoseConfig, out: Path, as_json: bool, *, wall_s: float) -> int:
     from dmt_proxy.bench.dose import cells, report
+    from dmt_proxy.bench.dose import preregistration as p
     from dmt_proxy.bench.dose.results import build_results
 
+    registration = None
+    if config.preregistration is not None:
+        try:
+            root = p.repo_root(Path.cwd())
+        except ConfigError:
+            root = Path.cwd()
+        registration = p.check(config.preregistration, root)
     scopes = [s for s in (cells.read_scope(out, k) for k in cells.scopes(config)) if s]
-    results = build_results(config, cells.read_cells(out, config), scopes, wall_s=wall_s)
+    results = build_results(
+        config, cells.read_cells(out, config), scopes, wall_s=wall_s, registration=registration
+    )
     report.write_report(results, out)
     print(results.model_dump_json(indent=2) if as_json else report.render_text(results))
     print(
         f"dmt-bench dose: wrote results.json, report.md, report.html and figures to {out}",
         file=sys.stderr,
     )
+    if registration is not None and registration.status != "primary":
+        print(f"dmt-bench dose: {registration.message}", file=sys.stderr)
+        return p.EXIT_NOT_PRIMARY
     return 0
 
 
@@ -139,6 +183,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--dry-run", action="store_true", help="print the cost estimate and exit")
     p.add_argument("--no-probe", action="store_true", help="estimate without a live latency probe")
+    p.add_argument(
+        "--latencies-from",
+        metavar="RUN_DIR",
+        action="append",
+        help="price the estimate with other dose runs' measured seconds per call "
+        "(repeatable; the first run with a rate gives it)",
+    )
+    p.add_argument(
+        "--latencies-k",
+        type=int,
+        metavar="K",
+        help="with --latencies-from: price memory decisions by its cells with K memories "
+        "(the ones whose memory block is the planned one's size)",
+    )
     p.add_argument("--sources", help="source domains of the biased memories (comma-separated)")
     p.add_argument("--doses", help="k values, comma-separated, including 0 (default 0,1,3,10)")
     p.add_argument(

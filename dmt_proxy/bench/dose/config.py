@@ -33,8 +33,15 @@ DOSE_VERSION = "dose-v2"
 v2: every decision is shown the scope's k newest memories (v1 searched them by relevance,
 so a decision far from a memory could see fewer than k)."""
 
-Kind = Literal["biased", "neutral"]
+Kind = Literal["biased", "neutral", "directive"]
+"""``directive``: the positive control, explicit rating rules that plant a gap (seed sets only)."""
 NeutralSet = Literal["mmlu", "hard_negative"]
+SeedSource = Literal["auditor_eval_v1", "dose_seeds_v1"]
+"""``auditor_eval_v1``: the labelled set (``seeds.py``); ``dose_seeds_v1``: the sets written
+for the dose runs (``dmt_proxy/data/dose/*_v1.yaml``, ``seed_sets.py``)."""
+Targets = Literal["all", "diagonal"]
+SEED_SET_SIZE = 10
+"""Memories per set of ``dose_seeds_v1`` (the largest dose it allows)."""
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 DEFAULT_MODES: tuple[str, ...] = ("off", "ssp", "dmt", "dmt-tags", "dmt-instruction")
 DEFAULT_DOSES: tuple[int, ...] = (0, 1, 3, 10)
@@ -61,16 +68,47 @@ class DoseModels(BaseModel):
 
 
 class SeedConfig(BaseModel):
-    """Where the seeded memories come from (the labelled set ``auditor_eval_v1``)."""
+    """Where the seeded memories come from.
+
+    ``set: auditor_eval_v1`` (the labelled set; ``dose_local``): one scope per (source,
+    kind, k). ``set: dose_seeds_v1``: the versioned sets written for the dose runs, one
+    scope per (seed set, k); ``biased``, ``neutral`` and ``directive`` name the sets
+    (default: every set of the file for the source, or every neutral set).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    set: Literal["auditor_eval_v1"] = "auditor_eval_v1"
+    set: SeedSource = "auditor_eval_v1"
     neutral: NeutralSet = "mmlu"
-    """``mmlu``: plain MMLU-Pro questions, one neutral scope per k for every source;
-    ``hard_negative``: the source's groups mentioned without a stereotype (6 per domain)."""
+    """``auditor_eval_v1`` only. ``mmlu``: plain MMLU-Pro questions, one neutral scope
+    per k for every source; ``hard_negative``: the source's groups mentioned without a
+    stereotype (6 per domain)."""
     answer: str = ""
     """The agent reply stored with each seeded question (the memory text is
     ``User: <item>\\nAssistant: <answer>``); empty keeps the dose to the user's words."""
+    biased: dict[str, list[str]] | None = None
+    """``dose_seeds_v1``: stereotyped set ids per source domain (``{age: [age-1, age-2]}``)."""
+    neutral_sets: list[str] | None = None
+    """``dose_seeds_v1``: neutral set ids (shared by every source)."""
+    directive: dict[str, list[str]] | None = None
+    """``dose_seeds_v1``: positive-control (directive) set ids per source domain."""
+
+    @model_validator(mode="after")
+    def _sets(self) -> SeedConfig:
+        named = self.biased is not None or self.neutral_sets is not None
+        if self.set == "auditor_eval_v1" and (named or self.directive is not None):
+            raise ValueError(
+                "seeds.biased, seeds.neutral_sets and seeds.directive name sets of "
+                "dose_seeds_v1; set seeds.set: dose_seeds_v1"
+            )
+        if self.set == "dose_seeds_v1" and self.neutral != "mmlu":
+            raise ValueError(
+                "seeds.neutral is for auditor_eval_v1; dose_seeds_v1 names neutral_sets"
+            )
+        return self
+
+    def uses_sets(self) -> bool:
+        """Whether scopes are seed sets (``dose_seeds_v1``)."""
+        return self.set == "dose_seeds_v1"
 
 
 class DoseDibConfig(BaseModel):
@@ -85,11 +123,50 @@ class DoseDibConfig(BaseModel):
     grammar: bool = True
     bootstrap: int = Field(default=1000, ge=0)
     permutations: int = Field(default=200, ge=0)
+    targets: Targets = "all"
+    """``all``: every scope asks every evaluated domain. ``diagonal``: biased and directive
+    scopes ask only their source's domain (the empty and neutral scopes still ask every
+    one), which drops the off-diagonal readout and a third of the cost of a two-source run."""
+    exclude_contexts: list[str] = Field(default_factory=list)
+    """Context ids this run must not ask (those of earlier runs): the config is refused
+    when its sample draws one."""
 
     @field_validator("domains")
     @classmethod
     def _known(cls, value: list[str] | None) -> list[str] | None:
         return check_domains(value)
+
+    @model_validator(mode="after")
+    def _fresh(self) -> DoseDibConfig:
+        if not self.exclude_contexts:
+            return self
+        from dmt_proxy.bench.dib.generator import draw_sample, generate
+
+        drawn = {
+            s.context_id
+            for s in draw_sample(
+                generate(self.seed, self.domains),
+                seed=self.seed,
+                contexts_per_domain=self.contexts_per_domain,
+            )
+        }
+        overlap = sorted(drawn & set(self.exclude_contexts))
+        if overlap:
+            raise ValueError(
+                f"the DIB sample (seed {self.seed}, {self.contexts_per_domain} contexts per "
+                f"domain) asks {len(overlap)} excluded context(s): {', '.join(overlap)}"
+            )
+        return self
+
+
+class PreregistrationRef(BaseModel):
+    """A pre-registration file and the commit a run was started from (filled at the start)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    """Repository-relative path of the pre-registration YAML."""
+    commit: str | None = None
+    sha256: str | None = None
 
 
 class DoseConfig(BaseModel):
@@ -110,6 +187,9 @@ class DoseConfig(BaseModel):
     backend_options: dict[str, Any] = Field(default_factory=dict)
     """The proxy's ``memory.options`` for ``memory`` (``top_k`` is set to the largest dose)."""
     seeds: SeedConfig = Field(default_factory=SeedConfig)
+    preregistration: PreregistrationRef | None = None
+    """The committed pre-registration of this run (``dose/preregistration.py``): its path,
+    and, once a run starts, the git commit and SHA-256 it was started from."""
     models: DoseModels = Field(default_factory=DoseModels)
     dib: DoseDibConfig = Field(default_factory=DoseDibConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
@@ -135,8 +215,6 @@ class DoseConfig(BaseModel):
             raise ValueError("doses must include 0 (the paired baseline) and at least one k > 0")
         if any(k < 0 for k in value) or len(set(value)) != len(value):
             raise ValueError("doses must be distinct non-negative integers")
-        if max(value) > BIASED_PER_DOMAIN:
-            raise ValueError(f"the labelled set holds {BIASED_PER_DOMAIN} biased items per domain")
         return sorted(value)
 
     @field_validator("modes", "neutral_modes", mode="before")
@@ -178,6 +256,15 @@ class DoseConfig(BaseModel):
             raise ValueError("modes must include off (MP compares every mode with it)")
         if not set(self.neutral_modes) <= set(self.modes):
             raise ValueError("neutral_modes must be a subset of modes")
+        if self.seeds.uses_sets():
+            from dmt_proxy.bench.dose.seed_sets import check_seed_config
+
+            check_seed_config(self)
+            return self
+        if "directive" in self.kinds:
+            raise ValueError("kind directive (the positive control) needs seeds.set: dose_seeds_v1")
+        if max(self.doses) > BIASED_PER_DOMAIN:
+            raise ValueError(f"the labelled set holds {BIASED_PER_DOMAIN} biased items per domain")
         if "neutral" in self.kinds and max(self.doses) > NEUTRAL_AVAILABLE[self.seeds.neutral]:
             raise ValueError(
                 f"seeds.neutral {self.seeds.neutral} holds "
@@ -195,8 +282,8 @@ class DoseConfig(BaseModel):
         return [k for k in self.doses if k > 0]
 
     def modes_for(self, kind: str) -> list[str]:
-        """The modes a scope of ``kind`` is read in."""
-        return list(self.modes) if kind == "biased" else list(self.neutral_modes)
+        """The modes a scope of ``kind`` is read in (the positive control: every mode)."""
+        return list(self.neutral_modes) if kind == "neutral" else list(self.modes)
 
     def write_mode(self, kind: str = "biased") -> Mode:
         """The mode a scope of ``kind`` is seeded in: audited when a mode it is read in
@@ -207,10 +294,30 @@ class DoseConfig(BaseModel):
         return dict(self.backend_options) if backend == self.memory else {}
 
     def digest(self) -> str:
-        """SHA-256 over everything that changes results (``execution`` excluded)."""
+        """SHA-256 over everything that changes results (``execution`` excluded).
+
+        Fields added after the first dose runs (seed sets, the pre-registration, DIB
+        targets and exclusions) are left out while they hold their default, so a config
+        written before them keeps its digest and its run stays resumable.
+        """
         payload = self.model_dump(mode="json", exclude={"execution"})
+        for section, field, default in _LATER_FIELDS:
+            part = payload.get(section) if section else payload
+            if isinstance(part, dict) and field in part and part[field] == default:
+                del part[field]
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_LATER_FIELDS: tuple[tuple[str | None, str, Any], ...] = (
+    ("seeds", "biased", None),
+    ("seeds", "neutral_sets", None),
+    ("seeds", "directive", None),
+    (None, "preregistration", None),
+    ("dib", "targets", "all"),
+    ("dib", "exclude_contexts", []),
+)
+"""(section, field, default) of the fields ``DoseConfig.digest`` omits at their default."""
 
 
 def _format_errors(exc: ValidationError, where: str) -> str:

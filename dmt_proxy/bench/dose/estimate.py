@@ -17,6 +17,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -26,7 +27,7 @@ from dmt_proxy.bench.dose.config import DoseConfig
 from dmt_proxy.bench.harness.models import RoleEstimate
 from dmt_proxy.settings import Settings
 
-ASSUMED_S = {"dib": 6.0, "audit": 30.0}
+ASSUMED_S = {"dib": 6.0, "dib_empty": 6.0, "audit": 30.0}
 """Seconds per DIB decision and per audited write on a 2-core machine (without data)."""
 PROBE_DECISIONS = 3
 
@@ -46,27 +47,58 @@ class DoseEstimate(BaseModel):
     notes: list[str]
 
 
-def latencies_from_run(out: Path, config: DoseConfig) -> dict[str, float]:
-    """Seconds per decision (cell wall time ÷ decisions) and per audited write of a run."""
-    per_decision = [
-        record.elapsed_s / len(record.results)
-        for cell in c.audits(config)
-        if (record := c.read_cell(out, cell)) is not None and record.results
-    ]
-    drains = [
-        seeded.drain_s / seeded.scope.k
-        for scope in c.scopes(config)
-        if (seeded := c.read_scope(out, scope)) is not None
-        and seeded.scope.k
-        and seeded.write_mode != "off"
-    ]
+def latencies_from_run(
+    out: Path, config: DoseConfig, *, scale: int | None = None, k: int | None = None
+) -> dict[str, float]:
+    """Seconds per decision (cell wall time ÷ decisions) and per audited write of a run.
+
+    ``dib``: the median over cells with memories, ``dib_empty``: over the k = 0 cells
+    (memory-less decisions are faster); ``audit``: seeding wall time ÷ audited writes
+    (scopes seeded together record the same drain, counted once). ``k``: only cells with
+    k memories give ``dib`` (a planned design whose memory block is that size).
+    """
+    per_decision: dict[bool, list[float]] = {True: [], False: []}
+    for cell in c.audits(config):
+        record = c.read_cell(out, cell)
+        if record is not None and record.results and (k is None or cell.scope.k in (0, k)):
+            per_decision[cell.scope.k > 0].append(record.elapsed_s / len(record.results))
+    batches: dict[float, int] = {}
+    for scope in c.scopes(config):
+        seeded = c.read_scope(out, scope)
+        if seeded is not None and seeded.scope.k and seeded.write_mode != "off":
+            batches[seeded.drain_s] = batches.get(seeded.drain_s, 0) + seeded.scope.k
     out_lat: dict[str, float] = {}
-    if per_decision:
-        # Wall time already reflects the concurrency: undo the division build() applies.
-        out_lat["dib"] = statistics.median(per_decision) * config.execution.dib_concurrency
-    if drains:
-        out_lat["audit"] = statistics.median(drains)
+    # Wall time already reflects the concurrency: undo the division build() applies.
+    scale = config.execution.dib_concurrency if scale is None else scale
+    if per_decision[True]:
+        out_lat["dib"] = statistics.median(per_decision[True]) * scale
+    if per_decision[False]:
+        out_lat["dib_empty"] = statistics.median(per_decision[False]) * scale
+    if batches and sum(batches.values()):
+        out_lat["audit"] = sum(batches) / sum(batches.values())
     return out_lat
+
+
+def latencies_from_other_run(runs: Sequence[Path], *, k: int | None = None) -> dict[str, float]:
+    """Planning rates of a design not run yet, from other run directories (their own
+    configs, from their manifests): wall seconds per decision as those runs measured them
+    (not rescaled by their concurrency, which a resumed run's manifest may not record),
+    and seeding seconds per audited write. The first run that has a rate gives it; ``k``:
+    memory decisions priced by those runs' cells with k memories only."""
+    from dmt_proxy.bench.dose.config import parse_dose_config
+    from dmt_proxy.bench.harness.rundir import MANIFEST, Manifest
+    from dmt_proxy.errors import ConfigError
+
+    out: dict[str, float] = {}
+    for run in runs:
+        path = run / MANIFEST
+        if not path.exists():
+            raise ConfigError(f"--latencies-from {run}: no {MANIFEST}")
+        manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+        config = parse_dose_config(manifest.config, where=str(path))
+        for key, value in latencies_from_run(run, config, scale=1, k=k).items():
+            out.setdefault(key, value)
+    return out
 
 
 async def probe(config: DoseConfig, settings: Settings) -> dict[str, float]:
@@ -119,22 +151,32 @@ def build(
     config: DoseConfig, out: Path | None, latencies: dict[str, float], label: str
 ) -> DoseEstimate:
     """Counts × latencies, per role and in total."""
-    from dmt_proxy.bench.dose.runner import dose_samples
+    from dmt_proxy.bench.dose.runner import dose_samples, scope_samples
 
-    n = len(dose_samples(config))
+    samples = dose_samples(config)
+    n = len(samples)
     planned = c.audits(config)
     done_cells = {a for a in planned if out is not None and c.read_cell(out, a) is not None}
     todo = [a for a in planned if a not in done_cells]
+    decisions = sum(len(scope_samples(config, a.scope, samples)) for a in todo if a.scope.k)
+    empty_decisions = sum(len(samples) for a in todo if not a.scope.k)
     seeded = {s for s in c.scopes(config) if out is not None and c.read_scope(out, s) is not None}
     todo_scopes = [s for s in c.scopes(config) if s not in seeded]
     writes = sum(s.k for s in todo_scopes)
     audited = sum(s.k for s in todo_scopes if config.write_mode(s.kind).audits_writes)
     roles = []
+    rates = dict(latencies)
+    if "dib" in rates:
+        rates.setdefault("dib_empty", rates["dib"])
     for role, calls, parallel in (
-        ("dib", len(todo) * n, config.execution.dib_concurrency),
+        ("dib_empty", empty_decisions, config.execution.dib_concurrency),
+        ("dib", decisions, config.execution.dib_concurrency),
         ("audit", audited, 1),
     ):
-        lat, where = (latencies[role], label) if role in latencies else (ASSUMED_S[role], "assumed")
+        if role in rates:
+            lat, where = rates[role], label
+        else:
+            lat, where = ASSUMED_S[role], "assumed"
         roles.append(
             RoleEstimate(
                 role=role,
@@ -168,13 +210,14 @@ def render(est: DoseEstimate) -> str:
     """Plain-text table of the estimate."""
     lines = [
         f"cost estimate: {est.name} — {est.cells_todo} of {est.cells_total} cells to ask, "
-        f"{est.decisions_per_cell} DIB decisions each; {est.seed_writes} seed writes "
-        f"({est.audited_writes} audited)",
-        f"{'role':<8} {'calls':>8} {'s/call':>8} {'hours':>7}  latency from",
+        f"up to {est.decisions_per_cell} DIB decisions each "
+        f"({sum(r.calls for r in est.roles if r.role.startswith('dib')):,.0f} in all); "
+        f"{est.seed_writes} seed writes ({est.audited_writes} audited)",
+        f"{'role':<10} {'calls':>8} {'s/call':>8} {'hours':>7}  latency from",
     ]
     for r in est.roles:
         lines.append(
-            f"{r.role:<8} {r.calls:>8,.0f} {r.latency_s:>8.2f} "
+            f"{r.role:<10} {r.calls:>8,.0f} {r.latency_s:>8.2f} "
             f"{r.seconds / 3600:>7.2f}  {r.latency_source}"
         )
     lines.append(f"total: about {est.total_hours:.1f} h")

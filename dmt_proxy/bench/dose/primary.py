@@ -1,7 +1,12 @@
 """A dose run's primary family, its Holm correction, and the tables that lead its report.
 
-The family is declared here, before any number is looked at, and is the same for every
-dose run (the exploratory one and a pre-registered confirmatory one):
+There is one primary family per run, rendered once (``content_rows``):
+
+- a run whose config names a pre-registration (``preregistration.py``): its committed
+  endpoints (``results.primary``, evaluated and Holm-corrected when the results were
+  built), reported as primary only when the pre-registration check passed, else as
+  EXPLORATORY with the reason (``header_lines``);
+- any other run: the family declared here, before any number is looked at:
 
 1. the **content contrast** of each source domain d and dose k, in mode off:
    ΔGBV_d(biased) − ΔGBV_d(neutral control), paired by context (what the stereotype
@@ -55,11 +60,27 @@ class PrimaryComparison(BaseModel):
 
 
 def _label(row: DoseRow) -> str:
-    return f"{row.source} k={row.k}"
+    return f"{row.source} k={row.k}" + (f" set {row.set}" if row.set is not None else "")
+
+
+def registered(results: DoseResults) -> bool:
+    """The run's family is its pre-registration's endpoints (primary or not)."""
+    return results.primary is not None
 
 
 def primary_family(results: DoseResults) -> list[PrimaryComparison]:
-    """The declared primary comparisons this run measured, Holm-corrected (headline readout)."""
+    """The run's primary comparisons, Holm-corrected: the pre-registered endpoints when the
+    run has them, else the family declared here (headline readout, per seed set)."""
+    if results.primary is not None:
+        return [
+            PrimaryComparison(
+                name=r.endpoint.id,
+                estimate=r.estimate,
+                holm_p=math.nan if r.holm_adjusted_p is None else r.holm_adjusted_p,
+                reject=r.reject,
+            )
+            for r in results.primary.endpoints
+        ]
     rows = rows_of(results)
     members: dict[str, ClusterEstimate] = {}
     for r in sorted(rows, key=lambda r: (r.source or "", r.k)):
@@ -77,6 +98,43 @@ def primary_family(results: DoseResults) -> list[PrimaryComparison]:
     ]
 
 
+def confirmatory(results: DoseResults) -> bool:
+    """The family may be read as primary: declared here, or pre-registered and unchanged."""
+    return results.primary is None or results.primary.status == "primary"
+
+
+def header_lines(results: DoseResults) -> list[str]:
+    """What the family is, where it was declared and whether it is read as primary."""
+    p = results.primary
+    if p is None:
+        return [
+            "PRIMARY (headline readout): the content contrast ΔGBV_d(biased) − ΔGBV_d(neutral) "
+            "in mode off, and DMT's absolute reduction of it, Holm-corrected over this family",
+        ]
+    title = (
+        "Pre-registered primary endpoints"
+        if p.status == "primary"
+        else "Pre-registered endpoints, reported as EXPLORATORY"
+    )
+    defs = "; ".join(
+        f"{r.endpoint.id} = "
+        + (
+            f"content {r.endpoint.source} k={r.endpoint.k} in {r.endpoint.mode}"
+            if r.endpoint.contrast == "content"
+            else f"content(off) − content({r.endpoint.mode}), {r.endpoint.source} k={r.endpoint.k}"
+        )
+        for r in p.endpoints
+    )
+    return [
+        f"{title} (headline readout): {p.message}.",
+        "Content: mean ΔGBV_d(stereotyped sets) − mean ΔGBV_d(neutral sets) on the source's "
+        f"own domain; reduction: positive when the mode narrows it. {defs}.",
+        f"Interval: {p.method}, 95 %. Holm over the family {{{', '.join(p.family)}}} at "
+        f"α = {p.alpha:g}. MDE: 80 % power, t quantiles; a null rules out effects at least "
+        "that large, and is read only where the positive control was seen.",
+    ]
+
+
 def neutral_modes(results: DoseResults) -> list[str]:
     """The modes in which the run read a neutral control."""
     return sorted({r.mode for r in rows_of(results) if r.kind == "neutral"})
@@ -85,12 +143,13 @@ def neutral_modes(results: DoseResults) -> list[str]:
 def content_rows(results: DoseResults) -> list[list[str]]:
     """The headline table: the primary family with raw and Holm-adjusted p."""
     family = primary_family(results)
-    table = [["primary comparison", "estimate [95% CI]", "p", "Holm p", "MDE", "after Holm"]]
+    table = [["primary comparison", "estimate [95% CI]", "df", "p", "Holm p", "MDE", "after Holm"]]
     for c in family:
         table.append(
             [
                 c.name,
                 jk(c.estimate),
+                str(c.estimate.df),
                 fmt(c.estimate.p_value, ".3f"),
                 fmt(c.holm_p, ".3f"),
                 fmt(c.estimate.mde, ".2f"),
@@ -149,7 +208,7 @@ def mitigation_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
         est = r.vs_off_jk
         table.append(
             [
-                f"{r.source}/{r.kind}",
+                f"{r.source}/{r.kind}" + (f" {r.set}" if r.set else ""),
                 str(r.k),
                 r.mode,
                 jk(est),

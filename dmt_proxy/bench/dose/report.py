@@ -1,14 +1,16 @@
 """Render dose results: the text tables, Markdown and HTML reports, and two figures.
 
-Report format ``dose-report-v2``. It leads with the primary family (``dose.primary``:
-the content contrast ΔGBV(biased) − ΔGBV(neutral) per source domain and dose, and
-DMT's absolute reduction of it where measured) with jackknife-t CIs and Holm's
-correction; then the absolute mitigation Δ(mode) − Δ(off) per cell (exploratory; MP
+Report format ``dose-report-v2``. It leads with the run's one primary family
+(``dose.primary``: a pre-registered run's committed endpoints, marked EXPLORATORY when
+the pre-registration check fails; otherwise the content contrast ΔGBV(biased) −
+ΔGBV(neutral) per source domain and dose, and DMT's absolute reduction of it where
+measured) with jackknife-t CIs and Holm's correction; then the absolute mitigation Δ(mode) − Δ(off) per cell (exploratory; MP
 beside it as a secondary figure, "undefined" where mode off's CI holds 0); then, per
 readout (the expected value first; ``dib.readouts.HEADLINE_WHY`` says why), every
 cell's diagonal ΔGBV, permutation p, off-diagonal mean, mean shift and ΔAGBV; the
 Figure 3 matrix at the largest dose; the MDEs (t quantiles); unstable contexts; one
-multiplicity statement; a verdict generated from the numbers. Results written before
+multiplicity statement; a verdict generated from the numbers; the positive control and
+the source × evaluated-domain content matrix where the run has them (``dose.addenda``). Results written before
 ``dose-results-v2`` (no jackknife fields) still render, with their percentile CIs. Figures:
 ``dose_response.png`` (diagonal ΔGBV vs k per mode, one panel per source) and
 ``dose_heatmap.png`` (ΔGBV of every evaluated domain per source at the largest
@@ -32,6 +34,7 @@ from dmt_proxy.bench.dib.readouts import (
     instability_lines,
 )
 from dmt_proxy.bench.dose import primary
+from dmt_proxy.bench.dose.addenda import addendum_intervals, addendum_lines
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_proxy.bench.harness.report import count_intervals, fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
@@ -77,7 +80,7 @@ def excludes_zero(cell: Estimate | None) -> bool:
 
 
 def _label(row: DoseRow) -> str:
-    return f"{row.source or 'any'}/{row.kind}"
+    return f"{row.source or 'any'}/{row.kind}" + (f" {row.set}" if row.set else "")
 
 
 def source_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
@@ -115,29 +118,42 @@ def source_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
     return table
 
 
-def matrix(
-    rows: Sequence[DoseRow], k: int, mode: str = "off"
-) -> dict[str, dict[str, float | None]]:
-    """``{source: {evaluated domain: ΔGBV}}`` of the biased scopes at dose ``k`` in ``mode``."""
+def _delta_cells(results: DoseResults, k: int) -> dict[str, dict[str, Estimate]]:
+    """``{source: {evaluated domain: ΔGBV with CI}}`` of the biased scopes at dose ``k``,
+    mode off: the content matrix's ΔGBV cells (seed sets averaged, ``dose.matrix``) where
+    the run has one, else each biased row's own (runs without seed sets or controls)."""
+    cm = results.content_matrix
+    if cm is not None and cm.k == k and cm.mode == "off":
+        out: dict[str, dict[str, Estimate]] = {}
+        for c in cm.cells:
+            out.setdefault(c.source, {})[c.evaluated] = c.delta.estimate
+        return out
     return {
-        r.source: {d: or_none(c.value) for d, c in r.per_domain.items()}
-        for r in rows
-        if r.kind == "biased" and r.k == k and r.mode == mode and r.source is not None
+        r.source: {
+            d: e
+            for d in r.per_domain
+            if (e := best(r.per_domain_jk.get(d), r.per_domain.get(d))) is not None
+        }
+        for r in rows_of(results)
+        if r.kind == "biased" and r.k == k and r.mode == "off" and r.source is not None
     }
 
 
-def matrix_rows(rows: Sequence[DoseRow], k: int) -> list[list[str]]:
+def matrix(results: DoseResults, k: int) -> dict[str, dict[str, float | None]]:
+    """``{source: {evaluated domain: ΔGBV}}`` of the biased scopes at dose ``k``, mode off."""
+    return {
+        s: {d: or_none(e.value) for d, e in row.items()}
+        for s, row in _delta_cells(results, k).items()
+    }
+
+
+def matrix_rows(results: DoseResults, k: int) -> list[list[str]]:
     """Figure 3's matrix as text, each cell with its CI (mode off)."""
-    cells = [r for r in rows if r.kind == "biased" and r.k == k and r.mode == "off"]
-    domains = [d for d in DOMAINS if any(d in r.per_domain for r in cells)]
+    cells = _delta_cells(results, k)
+    domains = [d for d in DOMAINS if any(d in row for row in cells.values())]
     table = [["source \\ evaluated", *domains]]
-    for r in cells:
-        table.append(
-            [
-                r.source or "?",
-                *(ci(best(r.per_domain_jk.get(d), r.per_domain.get(d))) for d in domains),
-            ]
-        )
+    for source, row in cells.items():
+        table.append([source, *(ci(row.get(d)) for d in domains)])
     return table
 
 
@@ -157,7 +173,11 @@ def mde_rows(rows: Sequence[DoseRow]) -> list[list[str]]:
         if r.kind != "biased" or r.mode != "off":
             continue
         dmt = next(
-            (x for x in rows if (x.source, x.kind, x.k, x.mode) == (r.source, r.kind, r.k, "dmt")),
+            (
+                x
+                for x in rows
+                if (x.source, x.kind, x.k, x.mode, x.set) == (r.source, r.kind, r.k, "dmt", r.set)
+            ),
             None,
         )
         table.append(
@@ -207,6 +227,18 @@ def verdict(results: DoseResults) -> list[str]:
         out.append(
             "No primary comparison could be measured (no neutral control in mode off): "
             "this run confirms nothing."
+        )
+    elif not primary.confirmatory(results):
+        out.append(
+            "The pre-registered endpoints are reported as EXPLORATORY (the pre-registration "
+            "check failed, see above): nothing in this run is confirmed"
+            + (
+                "; their Holm-adjusted p would reject 0 for "
+                + "; ".join(f"{c.name} {primary.jk(c.estimate)}" for c in confirmed)
+                if confirmed
+                else ""
+            )
+            + "."
         )
     elif confirmed:
         out.append(
@@ -276,10 +308,7 @@ def render_text(results: DoseResults) -> str:
     rows = rows_of(results)
     family = primary.primary_family(results)
     tables: list[list[list[str]]] = []
-    lines += [
-        "PRIMARY (headline readout): the content contrast ΔGBV_d(biased) − ΔGBV_d(neutral) "
-        "in mode off, and DMT's absolute reduction of it, Holm-corrected over this family",
-    ]
+    lines += primary.header_lines(results)
     if family:
         tables.append(primary.content_rows(results))
         lines.append(fixed(tables[-1]))
@@ -300,8 +329,8 @@ def render_text(results: DoseResults) -> str:
         tables.append(source_rows(readout_rows))
         lines += [f"[{READOUT_LABELS[readout]}, exploratory]", fixed(tables[-1]), ""]
     kmax = max((r.k for r in rows), default=0)
-    if matrix(rows, kmax):
-        tables.append(matrix_rows(rows, kmax))
+    if matrix(results, kmax):
+        tables.append(matrix_rows(results, kmax))
         lines += [
             f"Figure 3 shape: ΔGBV per evaluated domain at k={kmax}, mode off (headline "
             "readout, exploratory)",
@@ -315,10 +344,14 @@ def render_text(results: DoseResults) -> str:
             lines += [f"[{READOUT_LABELS[readout]}] " + line for line in instability_lines(flagged)]
     lines += [INSTABILITY_NOTE, "", HEADLINE_WHY, ""]
     lines += [
-        multiplicity_note(count_intervals(tables), [c.name for c in family]),
+        multiplicity_note(
+            count_intervals(tables) + addendum_intervals(results),
+            [c.name for c in family] if primary.confirmatory(results) else [],
+        ),
         "",
     ]
     lines += verdict(results)
+    lines += addendum_lines(results)
     if results.shown_counted:
         short = results.shown_short
         lines += [
@@ -384,7 +417,7 @@ def figures(results: DoseResults, out: Path) -> list[str]:
         plt.close(fig)
         names.append("dose_response.png")
     kmax = max((r.k for r in rows), default=0)
-    heat = matrix(rows, kmax)
+    heat = matrix(results, kmax)
     if heat:
         names.append(
             heatmap(

@@ -51,6 +51,9 @@ from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION
 from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cells
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
+from dmt_proxy.bench.dose.matrix import ContentMatrix, content_matrix
+from dmt_proxy.bench.dose.positive_control import PositiveControlRow, positive_control_rows
+from dmt_proxy.bench.dose.preregistration import PrimaryReport, Registration, evaluate
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.paired import ReadoutData, cell_of, per_domain_deltas
 from dmt_proxy.bench.stats import (
@@ -64,8 +67,12 @@ from dmt_proxy.bench.stats import (
 )
 
 RESULTS_VERSION = "dose-results-v2"
-Key = tuple[str | None, str, int, str]
-"""(source, kind, k, mode) of a cell in the bootstrap."""
+"""v2 (not on any earlier release; v1 files load with the new fields empty): rows carry
+their seed set, directive (positive-control) rows, the ``*_jk`` jackknife-t estimates and
+``mp_defined``; readouts carry unstable contexts; the results carry ``positive_control``,
+``content_matrix`` and the pre-registered ``primary`` endpoints."""
+Key = tuple[str | None, str, int, str, str | None]
+"""(source, kind, k, mode, seed set) of a cell in the bootstrap."""
 
 
 def _num(x: float) -> float | None:
@@ -73,11 +80,11 @@ def _num(x: float) -> float | None:
 
 
 def key_of(cell: CellKey) -> Key:
-    return (cell.scope.source, cell.scope.kind, cell.scope.k, cell.mode)
+    return (cell.scope.source, cell.scope.kind, cell.scope.k, cell.mode, cell.scope.set)
 
 
 def base_key(mode: str) -> Key:
-    return (EMPTY.source, EMPTY.kind, 0, mode)
+    return (EMPTY.source, EMPTY.kind, 0, mode, None)
 
 
 class Permutation(BaseModel):
@@ -149,6 +156,8 @@ class DoseRow(BaseModel):
     mode: str
     memories: int
     tagged: int
+    set: str | None = None
+    """The seed set of the scope (``dose_seeds_v1``); None for ``auditor_eval_v1`` scopes."""
     diagonal: FlatEstimate | None = None
     """ΔGBV of the source domain (None for a control without a source)."""
     diagonal_mde: float | None = None
@@ -171,9 +180,11 @@ class DoseRow(BaseModel):
     mde_vs_off: float | None = None
     """Minimum detectable diagonal Δ(mode) − Δ(off) at 80 % power."""
     content: FlatEstimate | None = None
-    """Diagonal ΔGBV(biased) − ΔGBV(neutral control) at the same k and mode."""
+    """Diagonal ΔGBV(biased or directive) − ΔGBV(neutral control) at the same k and mode
+    (with several neutral sets: their mean ΔGBV)."""
     content_control: str | None = None
-    """The neutral control ``content`` is measured against (``source/neutral``)."""
+    """The neutral control ``content`` is measured against (``source/neutral``, or
+    ``source/neutral[set, ...]`` with seed sets)."""
     diagonal_jk: ClusterEstimate | None = None
     """The diagonal ΔGBV with its jackknife-t interval, t test and MDE (results v2)."""
     content_jk: ClusterEstimate | None = None
@@ -245,6 +256,14 @@ class DoseResults(BaseModel):
     """Decisions whose reply said how many memories the proxy showed (``x-dmt-memories``)."""
     shown_short: int = 0
     """Of those, how many saw fewer memories than their scope holds (a dose below k)."""
+    positive_control: list[PositiveControlRow] = []
+    """The directive sets' contrast against the neutral ones, per source and mode
+    (``positive_control.py``; jackknife-t intervals over DIB contexts)."""
+    content_matrix: ContentMatrix | None = None
+    """Content contrast of every (source, evaluated domain) at the largest dose in mode off
+    (``matrix.py``; the nine-source run's Figure 3)."""
+    primary: PrimaryReport | None = None
+    """The pre-registered endpoints (``preregistration.py``), or None without one."""
 
 
 def _diff_reps(reps: Mapping[Any, Mapping[str, np.ndarray]], a: Any, b: Any, d: str) -> np.ndarray:
@@ -257,6 +276,22 @@ def _mean_reps(parts: Sequence[np.ndarray]) -> np.ndarray:
     if not parts or any(p.size == 0 for p in parts):
         return np.array([])
     return mean_of_finite_replicates({str(i): p for i, p in enumerate(parts)})
+
+
+def content_weights(key: Key, controls: Sequence[Key], d: str) -> dict[m.Term, float]:
+    """Weights of GBV_d(key) − mean over ``controls`` of GBV_d(control): the content
+    contrast (both against the same k = 0 baseline, which cancels)."""
+    out: dict[m.Term, float] = {(key, d): 1.0}
+    for control in controls:
+        out[(control, d)] = out.get((control, d), 0.0) - 1.0 / len(controls)
+    return out
+
+
+def control_label(controls: Sequence[Key]) -> str:
+    """``source/neutral`` of the controls (``any`` for the shared ones), with their seed sets."""
+    source = controls[0][0] or "any"
+    sets = [key[4] for key in controls if key[4] is not None]
+    return f"{source}/neutral" + (f"[{', '.join(sets)}]" if sets else "")
 
 
 class _Builder:
@@ -285,6 +320,7 @@ class _Builder:
             "kind": cell.scope.kind,
             "k": cell.scope.k,
             "mode": cell.mode,
+            "set": cell.scope.set,
             "memories": record.memories,
             "tagged": record.tagged,
             "agbv": cell_of(agbv, m.interval(agbv_reps)),
@@ -311,7 +347,7 @@ class _Builder:
                 off_diagonal=cell_of(off_value, m.interval(off_reps)) if others else None,
                 diagonal_shift=per_domain_deltas(data.mean, data.mean_reps, key, base).get(d),
             )
-            off_key = (cell.scope.source, cell.scope.kind, cell.scope.k, "off")
+            off_key = (cell.scope.source, cell.scope.kind, cell.scope.k, "off", cell.scope.set)
             if cell.mode != "off" and off_key in data.gbv:
                 off_diag, off_diag_reps = self.diag(off_key, base_key("off"), d)
                 off_agbv, off_agbv_reps = data.delta(off_key, base_key("off"))
@@ -329,14 +365,17 @@ class _Builder:
                 out["off_diagonal_ci_spans_zero"] = spans_zero(m.interval(off_diag_reps))
                 if diag_reps.size and diag_reps.size == off_diag_reps.size:
                     out["mde_vs_off"] = _num(m.mde(diag_reps - off_diag_reps))
-            control = self._control(cell)
-            if cell.scope.kind == "biased" and control is not None:
-                c_diag, c_reps = self.diag(control, base, d)
-                value = diag.value - c_diag.value if diag.defined and c_diag.defined else math.nan
+            controls = self._controls(cell)
+            if cell.scope.kind in ("biased", "directive") and controls:
+                parts = [self.diag(control, base, d) for control in controls]
+                c_value = mean(p[0].value for p in parts)
+                c_reps = _mean_reps([p[1] for p in parts])
+                defined = diag.defined and all(p[0].defined for p in parts)
+                value = diag.value - c_value if defined else math.nan
                 reps = diag_reps - c_reps if diag_reps.size == c_reps.size else np.array([])
                 out["content"] = cell_of(value, m.interval(reps))
-                out["content_control"] = f"{control[0] or 'any'}/neutral"
-            out.update(self._jackknife(cell, d, control))
+                out["content_control"] = control_label(controls)
+            out.update(self._jackknife(cell, d, controls))
         out["agbv_jk"] = data.jackknife(m.delta_weights(data.gbv, [key], [base]))
         out["mean_shift_jk"] = data.jackknife(m.delta_weights(data.mean, [key], [base]), "mean")
         out["per_domain_jk"] = {
@@ -352,34 +391,41 @@ class _Builder:
             out["off_diagonal_jk"] = data.jackknife(weights) if others else None
         return DoseRow(**out)
 
-    def _jackknife(self, cell: CellKey, d: str, control: Key | None) -> dict[str, Any]:
+    def _jackknife(self, cell: CellKey, d: str, controls: Sequence[Key]) -> dict[str, Any]:
         """The jackknife-t estimates of a cell with a source domain ``d``."""
         key, base = key_of(cell), base_key(cell.mode)
         data = self.data
         out: dict[str, Any] = {"diagonal_jk": data.jackknife(m.domain_weights([key], [base], d))}
-        has_content = cell.scope.kind == "biased" and control is not None
+        has_content = cell.scope.kind in ("biased", "directive") and bool(controls)
         if has_content:
-            out["content_jk"] = data.jackknife(m.domain_weights([key], [control], d))
-        off_key = (cell.scope.source, cell.scope.kind, cell.scope.k, "off")
+            out["content_jk"] = data.jackknife(content_weights(key, controls, d))
+        off_key = (cell.scope.source, cell.scope.kind, cell.scope.k, "off", cell.scope.set)
         if cell.mode == "off" or off_key not in data.gbv:
             return out
         off_base = base_key("off")
         out["vs_off_jk"] = data.jackknife(m.domain_weights([key, off_base], [base, off_key], d))
         off_diag = data.jackknife(m.domain_weights([off_key], [off_base], d))
         out["mp_defined"] = off_diag.excludes_zero if math.isfinite(off_diag.low) else None
-        off_control = self._control(CellKey(scope=cell.scope, mode="off"))
-        if has_content and control is not None and off_control is not None:
-            out["content_vs_off_jk"] = data.jackknife(
-                m.domain_weights([key, off_control], [control, off_key], d)
-            )
+        off_controls = self._controls(CellKey(scope=cell.scope, mode="off"))
+        if has_content and off_controls:
+            weights = content_weights(key, controls, d)
+            for term, w in content_weights(off_key, off_controls, d).items():
+                weights[term] = weights.get(term, 0.0) - w
+            out["content_vs_off_jk"] = data.jackknife(weights)
         return out
 
-    def _control(self, cell: CellKey) -> Key | None:
+    def _controls(self, cell: CellKey) -> list[Key]:
+        """The neutral cells at the cell's k and mode: the source's own, else the shared ones
+        (every neutral set of ``dose_seeds_v1``)."""
         for source in (cell.scope.source, None):
-            key = (source, "neutral", cell.scope.k, cell.mode)
-            if key in self.data.gbv:
-                return key
-        return None
+            keys = [
+                key
+                for key in self.data.gbv
+                if key[:4] == (source, "neutral", cell.scope.k, cell.mode)
+            ]
+            if keys:
+                return sorted(keys, key=lambda key: key[4] or "")
+        return []
 
     def baseline(self, audit: str, mode: str) -> BaselineRow:
         at = self.data.checkpoint(base_key(mode))
@@ -392,8 +438,13 @@ def build_results(
     scopes: Sequence[Any] = (),
     *,
     wall_s: float = 0.0,
+    registration: Registration | None = None,
 ) -> DoseResults:
-    """Every finished cell against its baseline, in both readouts (cells without one skipped)."""
+    """Every finished cell against its baseline, in both readouts (cells without one skipped).
+
+    ``registration``: the checked pre-registration (``preregistration.check``), whose
+    endpoints are evaluated as primary or, when it changed after the run, exploratory.
+    """
     planned = cells(config)
     done = [cell for cell in planned if cell in records]
     readouts: dict[str, DoseReadout] = {}
@@ -429,7 +480,11 @@ def build_results(
         totals = by_k.setdefault(cell_record.scope.k, [0.0, 0.0])
         totals[0] += len(cell_record.results)
         totals[1] += cell_record.elapsed_s
+    headline = {key_of(cell): context_scores(records[cell].results, HEADLINE) for cell in done}
     return DoseResults(
+        positive_control=positive_control_rows(config, headline, registration),
+        content_matrix=content_matrix(config, headline),
+        primary=evaluate(config, headline, registration) if registration is not None else None,
         name=config.name,
         digest=config.digest(),
         config=config.model_dump(mode="json"),
@@ -465,6 +520,8 @@ def rows_of(results: DoseResults, readout: Readout = HEADLINE) -> list[DoseRow]:
 
 def find_row(rows: Sequence[DoseRow], scope: ScopeKey, mode: str) -> DoseRow | None:
     for row in rows:
-        if (row.source, row.kind, row.k, row.mode) == (scope.source, scope.kind, scope.k, mode):
+        if (row.source, row.kind, row.k, row.mode, row.set) == (
+            scope.source, scope.kind, scope.k, mode, scope.set
+        ):  # fmt: skip
             return row
     return None

@@ -34,6 +34,7 @@ from dmt_proxy.bench.dib.schema import Sample
 from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode
 from dmt_proxy.bench.dose import cells as c
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
+from dmt_proxy.bench.dose.seed_sets import SeedLibrary, shipped_library
 from dmt_proxy.bench.dose.seeds import Seed, seeds_for
 from dmt_proxy.bench.endpoint import Endpoint
 from dmt_proxy.bench.harness import runlock
@@ -68,6 +69,14 @@ def dose_samples(config: DoseConfig) -> list[Sample]:
         seed=config.dib.seed,
         contexts_per_domain=config.dib.contexts_per_domain,
     )
+
+
+def scope_samples(config: DoseConfig, scope: c.ScopeKey, samples: Sequence[Sample]) -> list[Sample]:
+    """The decisions a scope's cells ask: every sampled one, or with ``dib.targets:
+    diagonal`` only its source's domain for biased and directive scopes."""
+    if config.dib.targets == "diagonal" and scope.kind in ("biased", "directive"):
+        return [s for s in samples if s.domain == scope.source]
+    return list(samples)
 
 
 def scoring_config(config: DoseConfig) -> ScoringConfig:
@@ -129,25 +138,41 @@ class DoseRun:
         resume: bool,
         progress: TextIO | None = sys.stderr,
         items: Sequence[EvalItem] | None = None,
+        library: SeedLibrary | None = None,
     ) -> None:
-        """``items``: the labelled set to seed from (default: the shipped one; tests)."""
+        """``items``: the labelled set to seed from (default: the shipped one; tests);
+        ``library``: the seed sets of a ``dose_seeds_v1`` run (default: the shipped ones)."""
+        ref = config.preregistration
+        if ref is not None and (ref.commit is None or ref.sha256 is None):
+            raise ConfigError(
+                f"pre-registration {ref.path} is not resolved to a commit "
+                "(dmt-bench dose does it: preregistration.resolve)"
+            )
         self.config = config
         self.out = out
         self.manifest: Manifest = open_run_dir(out, config, resume=resume, version=DOSE_VERSION)
         self.samples = dose_samples(config)
         self.items = items
+        self.library = library
         todo = [a for a in c.audits(config) if c.read_cell(out, a) is None]
-        total = len(c.audits(config)) * len(self.samples)
-        self.progress = Progress(progress, total, total - len(todo) * len(self.samples))
+        total = sum(len(self.samples_for(a.scope)) for a in c.audits(config))
+        left = sum(len(self.samples_for(a.scope)) for a in todo)
+        self.progress = Progress(progress, total, total - left)
         self.todo = todo
         self.started = time.perf_counter()
 
     def user(self, scope: c.ScopeKey) -> str:
         return f"dose-{self.manifest.run_id}-{scope.name}"
 
+    def samples_for(self, scope: c.ScopeKey) -> list[Sample]:
+        """The DIB decisions the scope's cells ask (``scope_samples``)."""
+        return scope_samples(self.config, scope, self.samples)
+
     def seeds(self, scope: c.ScopeKey) -> list[Seed]:
         if scope.k == 0:
             return []
+        if scope.set is not None:
+            return (self.library or shipped_library()).seeds(scope.kind, scope.set, scope.k)
         return seeds_for(
             scope.kind,
             scope.source,
@@ -234,7 +259,7 @@ class DoseRun:
             concurrency=ex.dib_concurrency,
         )
         started = time.perf_counter()
-        results, scoring = await self._decide(endpoint)
+        results, scoring = await self._decide(endpoint, self.samples_for(cell.scope))
         elapsed = time.perf_counter() - started
         record = c.CellRecord(
             scope=cell.scope,
@@ -256,11 +281,13 @@ class DoseRun:
             )
         self.progress.cell(f"{cell.scope.name} {cell.audit}", len(results), elapsed)
 
-    async def _decide(self, endpoint: Endpoint) -> tuple[list[DecisionResult], ScoringConfig]:
+    async def _decide(
+        self, endpoint: Endpoint, samples: Sequence[Sample]
+    ) -> tuple[list[DecisionResult], ScoringConfig]:
         client = endpoint.client()
         try:
             results, scoring = await run_with_retries(
-                self.samples, endpoint, scoring_config(self.config), client=client,
+                samples, endpoint, scoring_config(self.config), client=client,
                 retries=DIB_RETRIES,
             )  # fmt: skip
         finally:
@@ -315,9 +342,10 @@ async def run_dose(
     resume: bool = False,
     progress: TextIO | None = sys.stderr,
     items: Sequence[EvalItem] | None = None,
+    library: SeedLibrary | None = None,
 ) -> DoseRun:
     """Run (or resume) ``config`` in ``out``; the finished run (results: ``results.build``)."""
-    run = DoseRun(config, out, resume=resume, progress=progress, items=items)
+    run = DoseRun(config, out, resume=resume, progress=progress, items=items, library=library)
     managed: ManagedProxy | None = None
     try:
         if run.todo or any(c.read_scope(out, s) is None for s in c.scopes(config)):
