@@ -112,7 +112,7 @@ async def test_reports_and_call_log(proxy: FakeProxy, tmp_path: Path) -> None:
     assert set(utility) == set(tiny(proxy).conditions)
     assert all(u.all.n == 4 and u.all.unparsed == 0 for u in utility.values())
     assert "MMLU-Pro accuracy" in (out / "report.md").read_text()
-    assert json.loads((out / "results.json").read_text())["results_version"] == "sim-results-v2"
+    assert json.loads((out / "results.json").read_text())["results_version"] == "sim-results-v3"
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     roles = {c["role"] for c in calls}
     assert roles == {"generator", "agent", "dib", "audit"}
