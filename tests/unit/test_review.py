@@ -78,7 +78,9 @@ async def proxy(
         {}, state_dir=tmp / "state", admin_key="admin-key",
         tenants_file=tenants_file(tmp / "t.yaml") if tenants else None,
     )  # fmt: skip
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+    # The scripted judge alone: the first stage (on by default) is not what is under test.
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
     app = create_app(settings, policy=policy, upstream=ScriptedChatModel(["noted"]),
                      memory_backend=InMemoryBackend(), auditor=ScriptedAuditor(judge))  # fmt: skip
     async with (
