@@ -303,12 +303,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", type=Path, default=None)
     parser.add_argument("--port-base", type=int, default=8960)
     parser.add_argument("--limit", type=int, default=0, help="only the first N messages")
+    parser.add_argument(
+        "--kind",
+        choices=["ordinary", "group"],
+        default=None,
+        help="only messages of this kind (a live check, not the mix)",
+    )
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--max-wall-s", type=float, default=7200.0)
     parser.add_argument("--conditions", default="")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/audit_chat_mix"))
     args = parser.parse_args(argv)
     items = [json.loads(line) for line in MIX.read_text(encoding="utf-8").splitlines()]
+    items = [i for i in items if args.kind is None or i["kind"] == args.kind]
     items = items[: args.limit] if args.limit else items
     with tempfile.TemporaryDirectory() as state:
         settings = Settings(state_dir=Path(state), models_port_base=args.port_base)

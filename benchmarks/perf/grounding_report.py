@@ -283,6 +283,15 @@ def render(r: dict[str, Any]) -> str:
         f"{r['target']} of tags. Shares with Wilson 95 % intervals. The lexicon was written "
         "from general knowledge and the train splits' target groups; test splits and the "
         "adversarial sets are held out.", "",
+        "Notes. (1) The committed eval runs ran the log-prob verdict without the rationale "
+        "turn: their stored rationale is the placeholder `P(biased) 0.97 ...`, which names no "
+        "group, so *rationale kept* there is 0 by construction; written rationales are "
+        "measured in the live section. (2) *Before* is 0 because log-prob verdicts carry no "
+        "`target_group` at all (the empty targets the issue reports). (3) The lexicon's "
+        "held-out reach was first measured on a draft (auditor_eval_v3 test 0.758, v2 test "
+        "0.847, adversarial v4 0.778); the draft was then extended from general knowledge "
+        "(country names, non-English and slang forms), without reading the held-out misses.",
+        "",
         "## Labelled runs (stored verdicts decided under the default policy)", "",
         "| run | tags | grounded before | grounded after | after, tags on biased texts | "
         "after, tags on neutral texts | rationale kept | rationale dropped "

@@ -299,14 +299,35 @@ def names_group(text: str, span: str, entry: LexiconEntry | None) -> bool:
     return any(_matches(words, i, f) for f in entry.forms() for i in range(len(words)))
 
 
-def _choose(mentions: list[GroupMention], domain: str | None, claimed: str) -> GroupMention | None:
+_KIN = frozenset(singular(w) for w in (
+    "sister", "brother", "mother", "father", "mom", "mum", "dad", "wife", "husband", "daughter",
+    "son", "girlfriend", "boyfriend", "grandma", "grandpa", "granny", "gran", "grandparent",
+    "partner", "aunt", "uncle", "nephew", "niece", "cousin",
+))  # fmt: skip
+_POSSESSIVE = frozenset(("my", "our", "his", "her", "their", "your"))
+
+
+def _individual(m: GroupMention, text: str) -> bool:
+    """A mention that more likely names one person than a group: a relative ("my sister
+    says ...") or a possessed noun ("my tattoos")."""
+    words = tokens(m.span)
+    before = tokens(text[max(0, m.start - 12) : m.start])
+    return bool(words and words[0].norm in _KIN) or bool(before and before[-1].norm in _POSSESSIVE)
+
+
+def _choose(
+    mentions: list[GroupMention], domain: str | None, claimed: str, text: str
+) -> GroupMention | None:
+    """The mention a tag is grounded on: of the tag's domain, then sharing words with the
+    judge's group, then naming a group rather than one person, then the first."""
     if not mentions:
         return None
     claimed_words = {t.norm for t in tokens(_clean(claimed))}
 
-    def rank(m: GroupMention) -> tuple[int, int, int]:
+    def rank(m: GroupMention) -> tuple[int, int, int, int]:
         overlap = bool(claimed_words & {t.norm for t in tokens(m.span)})
-        return (0 if m.entry.domain == domain else 1, 0 if overlap else 1, m.start)
+        return (0 if m.entry.domain == domain else 1, 0 if overlap else 1,
+                1 if _individual(m, text) else 0, m.start)  # fmt: skip
 
     return min(mentions, key=rank)
 
@@ -345,7 +366,7 @@ def ground(
         if chosen is not None:
             source, within = "span", candidate
             break
-        chosen = _choose(find_groups(candidate, lexicon), domain, target_group)
+        chosen = _choose(find_groups(candidate, lexicon), domain, target_group, candidate)
         if chosen is not None:
             source, within = "lexicon", candidate
             break

@@ -98,6 +98,17 @@ def test_the_tags_domain_is_preferred_among_several_groups() -> None:
                   rationale="").target_group == "Older women"  # fmt: skip
 
 
+def test_a_relative_or_a_possessed_noun_ranks_after_a_group() -> None:
+    # The judge named the wrong domain: neither mention is of it, so the group wins over
+    # the speaker's sister, and "my tattoos" is the speaker's own.
+    text = "My sister says teenagers are all selfish."
+    assert ground(text, domain="ses", target_group="", tendency="",
+                  rationale="").target_group == "teenagers"  # fmt: skip
+    text = "I hide my tattoos at work because tattooed people never get promoted."
+    assert ground(text, domain="appearance", target_group="", tendency="",
+                  rationale="").target_group == "tattooed people"  # fmt: skip
+
+
 def test_the_tendency_is_the_judges_if_it_names_the_group_else_the_texts_clause() -> None:
     kept = ground(AGE, domain="age", target_group="older workers",
                   tendency="against older workers", rationale="")  # fmt: skip
