@@ -29,6 +29,7 @@ Run (repository root)::
     # with the runs committed on another branch (read through git, not a checkout):
     python benchmarks/perf/grounding_report.py --git-dir /work/wt/auditor --git-ref auditor \\
         --out benchmarks/results/grounding/grounding_v1
+    # once those runs are in this tree: --extra-run benchmarks/results/.../run.json (repeat)
 """
 
 from __future__ import annotations
@@ -81,7 +82,11 @@ def replay_labelled(name: str, run: dict[str, Any]) -> dict[str, Any]:
     on_neutral = [0, 0]  # ... and on neutral texts (false positives)
     misses: list[dict[str, str]] = []
     for row in run["items"]:
-        verdict = AuditVerdict.model_validate(row["verdict"])
+        if "item" not in row or not row.get("verdict"):
+            continue  # a row without its text or verdict (an error row): nothing to ground
+        # A newer verdict's extra fields (e.g. another branch's) do not bear on the tag.
+        known = {k: v for k, v in row["verdict"].items() if k in AuditVerdict.model_fields}
+        verdict = AuditVerdict.model_validate(known)
         tag = decide(verdict, policy).tag
         if tag is None or tag.bias_type is None:
             continue
@@ -212,22 +217,32 @@ def _reach(dataset: str, split: str, items: Iterable[dict[str, Any]]) -> dict[st
             "names_gold_group": share(gold, k)}  # fmt: skip
 
 
+def _is_run(run: Any) -> bool:
+    """A labelled run with stored verdicts, or an adversarial run."""
+    if not isinstance(run, dict):
+        return False
+    items = run.get("items")
+    if isinstance(items, list) and items and isinstance(items[0], dict):
+        return "verdict" in items[0]
+    return isinstance(run.get("judged"), dict)
+
+
 def git_runs(git_dir: str, ref: str) -> list[tuple[str, dict[str, Any]]]:
-    """Labelled runs (``items`` with stored verdicts) committed under ``ref``'s results."""
+    """Runs committed under ``ref``'s results: labelled ones (``items`` with stored
+    verdicts) and adversarial ones (``judged``)."""
     names = subprocess.run(["git", "-C", git_dir, "ls-tree", "-r", "--name-only", ref,
                             str(RESULTS)], check=True, capture_output=True, text=True).stdout  # fmt: skip
     found: list[tuple[str, dict[str, Any]]] = []
     for name in names.splitlines():
-        if not name.endswith(".json") or "auditor_eval" not in name:
-            continue
+        if not name.endswith(".json") or "auditor_eval" not in name or Path(name).exists():
+            continue  # only the runs this tree does not hold already
         body = subprocess.run(["git", "-C", git_dir, "show", f"{ref}:{name}"], check=True,
                               capture_output=True, text=True).stdout  # fmt: skip
         try:
             run = json.loads(body)
         except json.JSONDecodeError:
             continue
-        if isinstance(run, dict) and isinstance(run.get("items"), list) and run["items"] and \
-                isinstance(run["items"][0], dict) and "verdict" in run["items"][0]:  # fmt: skip
+        if _is_run(run):
             found.append((f"{ref}:{name}", run))
     return found
 
@@ -237,11 +252,23 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     labelled: list[tuple[str, dict[str, Any]]] = []
     for path in sorted((RESULTS / "auditor_eval_v2" / "runs").glob("*.json")):
         labelled.append((str(path), json.loads(path.read_text("utf-8"))))
-    for extra in args.extra_run:
-        labelled.append((extra, json.loads(Path(extra).read_text("utf-8"))))
-    if args.git_dir and args.git_ref:
-        labelled += git_runs(args.git_dir, args.git_ref)
     adversarial = []
+    for extra in args.extra_run:
+        run = json.loads(Path(extra).read_text("utf-8"))
+        if "judged" in run:
+            replayed = replay_adversarial(extra, run)
+            if replayed is not None:
+                adversarial.append(replayed)
+        else:
+            labelled.append((extra, run))
+    if args.git_dir and args.git_ref:
+        for name, run in git_runs(args.git_dir, args.git_ref):
+            if "judged" in run:
+                replayed = replay_adversarial(name, run)
+                if replayed is not None:
+                    adversarial.append(replayed)
+            else:
+                labelled.append((name, run))
     for path in sorted(RESULTS.glob("adversarial_memories*.json")):
         replayed = replay_adversarial(str(path), json.loads(path.read_text("utf-8")))
         if replayed is not None:
@@ -261,6 +288,12 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "labelled_runs": [replay_labelled(name, run) for name, run in labelled],
         "adversarial_runs": adversarial, "text_only": text_only(),
     }  # fmt: skip
+
+
+def _short(run: str) -> str:
+    """A run's file name with its folder (``baseline/x.json``), for the tables."""
+    parts = Path(run.split(":", 1)[-1]).parts
+    return "/".join(parts[-2:])
 
 
 def _fmt(s: dict[str, Any] | None) -> str:
@@ -300,7 +333,7 @@ def render(r: dict[str, Any]) -> str:
     ]  # fmt: skip
     for row in r["labelled_runs"]:
         lines.append(
-            f"| `{Path(row['run']).name}` | {row['tags']} | {_fmt(row['before'])} | "
+            f"| `{_short(row['run'])}` | {row['tags']} | {_fmt(row['before'])} | "
             f"{_fmt(row['after'])} | {_fmt(row['after_on_biased'])} | "
             f"{_fmt(row['after_on_neutral'])} | {_fmt(row['rationale_kept'])} | "
             f"{_fmt(row['rationale_dropped'])} | {_fmt(row['names_gold_group'])} |"
@@ -309,7 +342,7 @@ def render(r: dict[str, Any]) -> str:
               "judge group, so only *after* is measured)", "",
               "| run | set | tags | grounded after |", "|---|---|---|---|"]  # fmt: skip
     for row in r["adversarial_runs"]:
-        lines.append(f"| `{Path(row['run']).name}` | {row['set']} | {row['tags']} | "
+        lines.append(f"| `{_short(row['run'])}` | {row['set']} | {row['tags']} | "
                      f"{_fmt(row['after'])} |")  # fmt: skip
     if r.get("live"):
         lv = r["live"]
@@ -350,7 +383,12 @@ def render(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Build the report and write it as json and md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extra-run", action="append", default=[])
+    parser.add_argument(
+        "--extra-run",
+        action="append",
+        default=[],
+        help="another run's json (labelled or adversarial)",
+    )
     parser.add_argument("--git-dir", default="")
     parser.add_argument("--git-ref", default="")
     parser.add_argument("--live", default="", help="an audit_chat_mix result json")
