@@ -126,7 +126,10 @@ class AuditPolicy(BaseModel):
     ``dmt-proxy calibrate --from-reviews`` (a refit is used only once a policy names it)."""
     ssp_prompt: str = "ssp_v1"
     dmt_prompt: str = "dmt_render_v1"
-    first_stage: str = "off"
+    first_stage: str = "embedding"
+    """``embedding`` (the MiniLM classifier judges every memory too and decides confidently
+    plain text alone) or ``off``. The default is the shipped policy's: a policy that
+    omits a field audits exactly as ``policies/default.yaml`` (tests/unit/test_policy_defaults.py)."""
     first_stage_threshold: float | None = None
     timeout_s: float = 120.0
     max_attempts: int = 8

@@ -6,20 +6,24 @@ tag without importing ``audit/``.
 Tag format versions: 1 (``bias_type`` required, no findings); 2 adds
 ``findings`` and ``first_stage_score`` and lets ``bias_type`` be
 ``None`` for a tag that carries only findings (a manipulation attempt in an
-otherwise unbiased memory). Every new field has a default, so a version-1 tag
-reads unchanged.
+otherwise unbiased memory); 3 adds ``grounding`` (how the tag's group, tendency
+and rationale were grounded in the memory's text, ``dmt_proxy.audit.grounding``). Every
+new field has a default, so an older tag reads unchanged; ``grounding`` is left out of
+the JSON while it is absent, so a tag without it is written byte for byte as format 2
+wrote it.
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Re-exported: the tag's type, derived from the one list of domains.
 from dmt_proxy.domains import BiasType as BiasType
 
-TAG_FORMAT_VERSION = 2
+TAG_FORMAT_VERSION = 3
 """The tag layout written by this release (see the module docstring)."""
 
 
@@ -87,6 +91,31 @@ class Finding(BaseModel):
     """Evidence (a short, neutralized quote) or, for an excerpt, what was audited."""
 
 
+class TagGrounding(BaseModel):
+    """How a tag's group, tendency and rationale were grounded in the memory's text."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
+
+    lexicon: str = Field(max_length=40)
+    """The group lexicon version used, e.g. ``group_lexicon_v1``."""
+    grounded: bool
+    """``target_group`` is a span of the text naming a group; false: none was found (the
+    target is then empty, never invented)."""
+    source: Literal["span", "lexicon", "none"]
+    """``span``: the judge's own group, found in the text; ``lexicon``: a lexicon group
+    phrase found in the text; ``none``: nothing groundable."""
+    span: str = Field(default="", max_length=200)
+    """The words of the (normalised) text that name the group."""
+    phrase: str = Field(default="", max_length=100)
+    """The lexicon's normalised name of that group (e.g. ``older people``)."""
+    domain: str | None = None
+    """The lexicon entry's domain (may differ from the tag's ``bias_type``)."""
+    rationale: Literal["kept", "dropped", "empty"] = "empty"
+    """Whether the judge's rationale named the group (kept) or not (dropped, not shown)."""
+
+
 class BiasTag(BaseModel):
     """The structured tag stored with a biased memory (paper §6.2), plus audit findings."""
 
@@ -104,6 +133,10 @@ class BiasTag(BaseModel):
     findings: tuple[Finding, ...] = ()
     first_stage_score: float | None = Field(default=None, ge=0.0, le=1.0)
     """The embedding classifier's probability of bias, when it judged the memory too."""
+    # Left out while absent: an ungrounded tag keeps format 2's exact wire bytes.
+    grounding: TagGrounding | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Format 3: how ``target_group``, ``tendency`` and ``rationale`` were grounded in the
+    text; ``None`` on tags written before grounding (and on findings-only tags)."""
 
     @model_validator(mode="after")
     def _says_something(self) -> BiasTag:

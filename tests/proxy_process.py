@@ -214,8 +214,9 @@ def write_policy(
             for alias, fake in models.items()
         },
         "memory": {"backend": backend, "top_k": 3},
+        # first_stage off unless a test asks for it: the fake auditor sees every memory.
         "audit": {"tau": 0.5, "auditor_model": default_model, "timeout_s": 10,
-                  "max_attempts": 3, **(audit or {})},
+                  "max_attempts": 3, "first_stage": "off", **(audit or {})},
     }  # fmt: skip
     path.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
     return path

@@ -9,7 +9,10 @@ token. Why templates and no front-end library: ``dmt_proxy.api.console``.
 Memory text is user-controlled and rendered as text: Jinja2 escapes every value,
 and ``visible`` shows invisible format characters (bidi overrides, zero-width
 characters) as their code points, so a memory cannot reorder or hide what the
-reviewer reads. Every answer carries a Content-Security-Policy without inline
+reviewer reads. A tag's group, tendency and rationale are shown grounded in the memory's
+text (``dmt_proxy.audit.grounding``): verdicts stored since grounding arrive so, and an
+older tag or trail entry is grounded for display, so an ungrounded rationale never
+reaches the page. Every answer carries a Content-Security-Policy without inline
 script, and the console may not be framed.
 """
 
@@ -36,9 +39,10 @@ from dmt_proxy.api.review_auth import (
     same_origin,
 )
 from dmt_proxy.api.routes_memory import Forbidden
+from dmt_proxy.audit.grounding import ground, ground_tag
 from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import NotFound, RequestError
-from dmt_proxy.memory.review import QUEUE_STATUSES, QueueFilter
+from dmt_proxy.memory.review import QUEUE_STATUSES, MemoryDetail, QueueFilter
 from dmt_proxy.tags import AuditStatus
 
 router = APIRouter(include_in_schema=False)
@@ -186,6 +190,30 @@ async def queue(
                 domains=BIAS_TYPES, queue_statuses=sorted(QUEUE_STATUSES))  # fmt: skip
 
 
+def grounded_detail(detail: MemoryDetail) -> MemoryDetail:
+    """``detail`` as the console shows it: the tag grounded in the memory's text (one
+    stored before grounding is grounded here), and the evidence's group, tendency and
+    rationale grounded too (the judge's own words only where they name the text's group)."""
+    memory = detail.memory
+    text = memory.query or memory.text
+    tag = memory.tag
+    if tag is not None and tag.bias_type is not None and tag.grounding is None:
+        tag = ground_tag(tag, text)
+    evidence = detail.evidence
+    if evidence is not None and tag is not None and tag.grounding is not None:
+        evidence = evidence.model_copy(update={"target_group": tag.target_group,
+                                               "tendency": tag.tendency,
+                                               "rationale": tag.rationale})  # fmt: skip
+    elif evidence is not None and evidence.bias_type is not None:
+        g = ground(text, domain=evidence.bias_type, target_group=evidence.target_group,
+                   tendency=evidence.tendency, rationale=evidence.rationale)  # fmt: skip
+        evidence = evidence.model_copy(update={"target_group": g.target_group,
+                                               "tendency": g.tendency, "rationale": g.rationale})  # fmt: skip
+    return detail.model_copy(
+        update={"memory": memory.model_copy(update={"tag": tag}), "evidence": evidence}
+    )
+
+
 @router.get("/console/memories/{memory_id}")
 async def memory(request: Request, memory_id: str) -> Response:
     """One memory: text, evidence, history, and how each mode shows it."""
@@ -196,7 +224,7 @@ async def memory(request: Request, memory_id: str) -> Response:
         detail = await review_service(request).detail(memory_id, session.reviewer)
     except (NotFound, RequestError) as exc:
         return _error_page(session, exc)
-    return page("memory.html", session, d=detail, domains=BIAS_TYPES)
+    return page("memory.html", session, d=grounded_detail(detail), domains=BIAS_TYPES)
 
 
 @router.get("/console/users")

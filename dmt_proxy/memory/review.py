@@ -515,7 +515,7 @@ class ReviewService:
         except AuditorUnavailable as exc:
             verdict = AuditVerdict.failed(f"auditor unavailable on re-audit: {exc.message}")
         decision = await store_verdict(self.backend, record.scope, record.id, verdict,
-                                       self.policy.audit)  # fmt: skip
+                                       self.policy.audit, text=candidate.text)  # fmt: skip
         await record_verdict(self.trail, record.scope.user, record.id, verdict, decision,
                              self.policy.audit, before_status=before)  # fmt: skip
         after = await self.backend.get(record.scope, record.id)

@@ -62,7 +62,9 @@ class Live:
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[Live]:
     settings = Settings.from_env({}, state_dir=tmp_path / "state", admin_key="admin-key")
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+    # The scripted judge alone (the first stage, on by default, is not under test).
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
     chat = ScriptedChatModel(["noted"])
     app = create_app(settings, policy=policy, upstream=chat, memory_backend=InMemoryBackend(),
                      auditor=ScriptedAuditor(judge))  # fmt: skip

@@ -27,7 +27,8 @@ async def test_export_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
         state_dir=tmp_path, embedder=LocalEmbedder(), options=options))  # fmt: skip
     settings = Settings.from_env({}, state_dir=tmp_path / "state", admin_key="admin-key",
                                  database_url=pg_dsn)  # fmt: skip
-    policy = parse_policy({"version": 1, "mode": "dmt",
+    # The scripted judge alone (the first stage, on by default, is not under test).
+    policy = parse_policy({"version": 1, "mode": "dmt", "audit": {"first_stage": "off"},
                            "memory": {"backend": "postgres", "options": {"table_prefix": "ex_"}}})  # fmt: skip
     app = create_app(settings, policy=policy, upstream=ScriptedChatModel(["ok"]),
                      memory_backend=backend, auditor=ScriptedAuditor(judge))  # fmt: skip

@@ -169,8 +169,9 @@ class OutageBackend:
 async def outage_app(state_dir: Path, open_app: OpenApp) -> tuple[InProcessApp, OutageBackend]:
     """The real app in process, with the scripted upstream and auditor (fakes, see above)."""
     settings = Settings.from_env({}, state_dir=state_dir, admin_key=ADMIN["authorization"][7:])
+    # The scripted auditor alone (the first stage, on by default, is not under test).
     policy = {"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 3},
-              "audit": {"tau": 0.5}}  # fmt: skip
+              "audit": {"tau": 0.5, "first_stage": "off"}}  # fmt: skip
     backend = OutageBackend(InMemoryBackend())
     proxy = await open_app(settings, policy=policy, upstream=ScriptedChatModel(["Noted."]),
                            memory_backend=backend, auditor=ScriptedAuditor())  # fmt: skip

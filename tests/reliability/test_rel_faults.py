@@ -155,7 +155,10 @@ def start_app(
                    "auditor": {"model": "openai/auditor", "api_base": audit.pop("api_base",
                                                                                 "http://fake/v1")}},
         "memory": {"backend": "memory", "top_k": 3},
-        "audit": {"tau": 0.5, "auditor_model": "auditor", "timeout_s": 2, **audit},
+        # first_stage off: every memory reaches the faulty auditor (the first stage, on by
+        # default, would decide plain text clean without it).
+        "audit": {"tau": 0.5, "auditor_model": "auditor", "timeout_s": 2, "first_stage": "off",
+                  **audit},
     })  # fmt: skip
     return app_client(settings, policy=policy, upstream=upstream, memory_backend=InMemoryBackend())
 

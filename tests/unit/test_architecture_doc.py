@@ -52,11 +52,12 @@ AUDIT_SEAM = frozenset(
         "dmt_proxy.audit.schema",
         "dmt_proxy.audit.vote",
         "dmt_proxy.audit.decision",
+        "dmt_proxy.audit.grounding",
     }
 )
 """What of ``audit/`` the memory side may import: the ``Auditor`` protocol, the verdict
-types (with the judges' domain vote they use) and the policy decision on a verdict (pure
-functions of plain types)."""
+types (with the judges' domain vote they use), the policy decision on a verdict and the
+grounding of its tag in the text (pure functions of plain types)."""
 AUDIT_COMPOSITION = frozenset({("dmt_proxy.memory.assembly", "dmt_proxy.audit.stages")})
 """The one place the memory side builds the audit pipeline (named on the page)."""
 

@@ -35,7 +35,7 @@ BIASED = "Older engineers never keep up, so explain recursion simply for my team
 def verdict_for(candidate: AuditCandidate) -> AuditVerdict:
     if "boomer" in candidate.text.lower() or "older" in candidate.text.lower():
         return AuditVerdict.biased("age", score=0.9, target_group="older workers",
-                                   tendency="favoring youth", rationale="age stereotype")  # fmt: skip
+                                   tendency="against older engineers", rationale="age stereotype")  # fmt: skip
     return AuditVerdict.clean(rationale="neutral")
 
 
@@ -93,7 +93,11 @@ async def test_biased_write_is_tagged_and_neutral_is_clean(env: Env) -> None:
     by_status = {r["audit_status"]: r for r in rows}
     assert set(by_status) == {"tagged", "clean"}
     tag = by_status["tagged"]["tag"]
-    assert tag["bias_type"] == "age" and tag["tendency"] == "favoring youth" and tag["score"] == 0.9
+    assert (
+        tag["bias_type"] == "age"
+        and tag["tendency"] == "against older engineers"
+        and tag["score"] == 0.9
+    )
     assert by_status["clean"]["tag"] is None
     assert by_status["tagged"]["text"].startswith("User: Older engineers")
 
@@ -105,7 +109,7 @@ async def test_dmt_shows_tag_in_upstream_prompt(env: Env) -> None:
     assert resp.headers["x-dmt-memories"] == "1"
     system = env.chat.calls[-1].wire_messages()[0]
     assert system["role"] == "system"
-    assert '"bias_tag"' in system["content"] and "favoring youth" in system["content"]
+    assert '"bias_tag"' in system["content"] and "against older engineers" in system["content"]
     assert "personal opinion, not as evidence" in system["content"]
 
 
@@ -132,7 +136,7 @@ async def test_dmt_tags_ablation_shows_the_tag_without_the_instruction(env: Env)
     resp = await env.ask("Explain recursion for my older colleagues.", **{"x-dmt-mode": "dmt-tags"})
     assert resp.headers["x-dmt-mode"] == "dmt-tags"
     system = env.chat.calls[-1].wire_messages()[0]["content"]
-    assert '"bias_tag"' in system and "favoring youth" in system
+    assert '"bias_tag"' in system and "against older engineers" in system
     assert "personal opinion, not as evidence" not in system
 
 

@@ -78,7 +78,9 @@ async def proxy(
         {}, state_dir=tmp / "state", admin_key="admin-key",
         tenants_file=tenants_file(tmp / "t.yaml") if tenants else None,
     )  # fmt: skip
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+    # The scripted judge alone: the first stage (on by default) is not what is under test.
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
     app = create_app(settings, policy=policy, upstream=ScriptedChatModel(["noted"]),
                      memory_backend=InMemoryBackend(), auditor=ScriptedAuditor(judge))  # fmt: skip
     async with (
@@ -108,7 +110,8 @@ async def test_queue_review_and_trail(tmp_path: Path) -> None:
         # The staged auditor replaces the first stage's opinion (none in this policy).
         assert ev["llm_score"] == 0.7 and ev["first_stage_score"] is None
         assert ev["p_biased"] == 0.82 and ev["domain_probs"]["age"] == 0.9
-        assert ev["tau"] == 0.5 and ev["target_group"] == "people over 60"
+        # The group as the memory's text writes it (grounded: a span of the text).
+        assert ev["tau"] == 0.5 and ev["target_group"] == "People over 60"
         assert item["uncertainty"] == pytest.approx(1 - 0.32 / 0.5, abs=1e-4)
 
         detail = (await c.get(f"/v1/memories/{biased}/evidence", headers=ADMIN)).json()

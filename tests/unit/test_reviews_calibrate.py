@@ -65,7 +65,9 @@ def test_refit_lowers_hard_negative_false_positives() -> None:
 
 async def test_export_and_calibrate_on_sqlite(tmp_path: Path) -> None:
     settings = Settings.from_env({}, state_dir=tmp_path / "state", admin_key="admin-key")
-    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"}})
+    # The scripted judge alone: the first stage (on by default) is not what is under test.
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
     backend = InMemoryBackend()
     app = create_app(settings, policy=policy, upstream=ScriptedChatModel(["ok"]),
                      memory_backend=backend, auditor=ScriptedAuditor(judge))  # fmt: skip

@@ -46,7 +46,8 @@ HOSTED = {"model": "openai/gpt-x", "api_base": "http://hosted.invalid/v1", "api_
 POLICY = {
     "version": 1,
     "memory": {"backend": "memory"},
-    "audit": {"auditor_model": "local/qwen2.5-1.5b", "timeout_s": 42},
+    # first_stage off: every memory reaches the scripted upstream (the first stage is on by default).
+    "audit": {"auditor_model": "local/qwen2.5-1.5b", "timeout_s": 42, "first_stage": "off"},
     "models": {"hosted": HOSTED},
 }
 VERDICT = json.dumps({"rationale": "r", "bias_detected": False, "bias_type": None,

@@ -127,8 +127,9 @@ def streamed_message(sse: str) -> dict[str, Any]:
 @pytest.fixture
 async def env(state_dir: Path) -> AsyncIterator[Env]:
     settings = Settings.from_env({}, state_dir=state_dir, admin_key="sekrit")
+    # Every write reaches the scripted auditor (the first stage, on by default, is off here).
     policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 3},
-                           "audit": {"tau": 0.5}})  # fmt: skip
+                           "audit": {"tau": 0.5, "first_stage": "off"}})  # fmt: skip
     chat = ToolLoopChatModel(tool_steps=4)  # four tool calls, then the answer: five requests
     auditor = ScriptedAuditor()
     embedder = CountingEmbedder()

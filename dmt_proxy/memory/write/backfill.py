@@ -73,7 +73,9 @@ async def backfill(
                     f"{record.id}: auditor unavailable ({exc.message}); left as {record.audit_status.value}"
                 )
                 continue
-            decision = await store_verdict(backend, record.scope, record.id, verdict, policy)
+            decision = await store_verdict(
+                backend, record.scope, record.id, verdict, policy, text=candidate.text
+            )
             if trail is not None:
                 await record_verdict(trail, user, record.id, verdict, decision, policy,
                                      before_status=record.audit_status.value)  # fmt: skip

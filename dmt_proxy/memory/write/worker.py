@@ -281,7 +281,9 @@ class OutboxWorker:
         if await self._held(item):  # a reviewer may have decided while the auditor judged
             return
         try:
-            decision = await store_verdict(self.backend, scope, item.id, verdict, self.policy)
+            decision = await store_verdict(
+                self.backend, scope, item.id, verdict, self.policy, text=item.query
+            )
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
             await self._reschedule(item, "backend update", exc)
