@@ -16,7 +16,8 @@ a rerun skips finished tasks.
 
 Run:  python benchmarks/perf/tool_calls.py --model qwen2.5-1.5b --run-dir /tmp/toolcalls --write
 Writes benchmarks/results/tool_calls_<model>.{json,md}; with ``--label L``,
-tool_calls_<model>_<tasks stem>_<L>.{json,md}.
+tool_calls_<model>_<tasks stem>_<L>.{json,md}. ``--no-decision`` turns off the local
+tool-or-text decision (``upstream.tool_decision``), as the proxy was before it.
 """
 
 from __future__ import annotations
@@ -168,6 +169,11 @@ async def main() -> None:
     ap.add_argument("--report-only", action="store_true", help="ask nothing; tabulate the run")
     ap.add_argument("--tasks", type=Path, default=TASKS, help="task set (JSON)")
     ap.add_argument("--label", default="", help="results file suffix (after the task set)")
+    ap.add_argument(
+        "--no-decision",
+        action="store_true",
+        help="no tool-or-text decision before the call (the earlier behaviour)",
+    )
     args = ap.parse_args()
     spec = json.loads(args.tasks.read_text())
     base = args.base_url or f"http://127.0.0.1:{PORTS[args.model]}/v1"
@@ -181,7 +187,7 @@ async def main() -> None:
     tasks = spec["tasks"][: args.limit]
     # Interleave the kinds so a partial run covers each of them.
     order = sorted(range(len(tasks)), key=lambda i: (int(tasks[i]["id"].split("-")[1]), i))
-    model = LocalToolsChatModel(OpenAICompatChatModel())
+    model = LocalToolsChatModel(OpenAICompatChatModel(), decide=not args.no_decision)
     try:
         with path.open("a", encoding="utf-8") as out:
             for i in order:
@@ -197,7 +203,8 @@ async def main() -> None:
         await model.aclose()
     rows = [done[t["id"]] for t in tasks if t["id"] in done]
     command = "python benchmarks/perf/tool_calls.py " + " ".join(sys.argv[1:])
-    summary, md = table(args.model, rows, command, args.tasks)
+    how = "; no tool-or-text decision" if args.no_decision else ""
+    summary, md = table(args.model, rows, command, args.tasks, how)
     print(md)
     if args.write:
         label = f"_{args.tasks.stem}_{args.label}" if args.label else ""
