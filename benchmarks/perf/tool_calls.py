@@ -1,8 +1,8 @@
 """Valid structured tool calls from an embedded model on the fixed tool-task set.
 
-The tasks (``benchmarks/tool_tasks/tasks_v1.json``): single call (one tool offered),
-choice between six tools, no tool needed (answered in text), and two calls in
-sequence (the second asked with the first call and a scripted result in the
+The tasks (``benchmarks/tool_tasks/tasks_v<N>.json``, ``--tasks``; v1 by default):
+single call (one tool offered), choice between six tools, no tool needed (answered
+in text), and two calls in sequence (the second asked with the first call and a scripted result in the
 history, as an agent would send it). Each request goes through the proxy's
 local tool-call layer (``upstream.local_tools.LocalToolsChatModel``) to the
 model's llama-server, temperature 0; even-numbered tasks are streamed, odd ones not.
@@ -10,11 +10,14 @@ model's llama-server, temperature 0; even-numbered tasks are streamed, odd ones 
 A step is valid when the reply calls the expected tool with arguments that validate
 against its schema (or, for "no tool", answers in text with no tool call); a task is
 valid when all its steps are. ``args match`` also checks the expected argument
-values (case-insensitive strings). Rows are appended to ``<run-dir>/<model>.jsonl``;
+values (case-insensitive strings) and, for v2's memory tasks, that each word in
+``contains`` occurs in its argument (the stored fact). Rows are appended to ``<run-dir>/<model>.jsonl``;
 a rerun skips finished tasks.
 
 Run:  python benchmarks/perf/tool_calls.py --model qwen2.5-1.5b --run-dir /tmp/toolcalls --write
-Writes benchmarks/results/tool_calls_<model>.{json,md}.
+Writes benchmarks/results/tool_calls_<model>.{json,md}; with ``--label L``,
+tool_calls_<model>_<tasks stem>_<L>.{json,md}. ``--no-decision`` turns off the local
+tool-or-text decision (``upstream.tool_decision``), as the proxy was before it.
 """
 
 from __future__ import annotations
@@ -91,6 +94,10 @@ def judge(spec: dict[str, Any], expect: dict[str, Any], msg: dict[str, Any]) -> 
         return {"valid": False, "args_match": False, "got": calls}
     valid = Draft202012Validator(spec["tools"][want]["parameters"]).is_valid(args)
     match = valid and all(_same(v, args.get(k)) for k, v in expect.get("arguments", {}).items())
+    match = match and all(
+        isinstance(args.get(k), str) and all(w.lower() in args[k].lower() for w in words)
+        for k, words in expect.get("contains", {}).items()
+    )
     return {"valid": valid, "args_match": match, "got": args}
 
 
@@ -126,14 +133,15 @@ async def run_task(model: LocalToolsChatModel, ep: ModelEndpoint, spec: dict[str
             "steps": verdicts, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
 
 
-def table(model_name: str, rows: list[dict[str, Any]], command: str) -> tuple[dict[str, Any], str]:
-    """Valid-call rate per kind and overall, with Wilson intervals."""
-    kinds = ["single", "choice", "none", "sequence"]
-    summary: dict[str, Any] = {"model": model_name, "tasks": str(TASKS.relative_to(ROOT.parent)),
-                               "by_kind": {}}  # fmt: skip
+def table(model_name: str, rows: list[dict[str, Any]], command: str, tasks: Path,
+          how: str = "") -> tuple[dict[str, Any], str]:  # fmt: skip
+    """Valid-call rate per kind (in order of first appearance) and overall, with Wilson intervals."""
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    where = tasks.resolve().relative_to(ROOT.parent)
+    summary: dict[str, Any] = {"model": model_name, "tasks": str(where), "by_kind": {}}
     lines = [f"# Structured tool calls: local/{model_name}", "", f"Command: `{command}`  ",
-             "Tasks: `benchmarks/tool_tasks/tasks_v1.json`; through `upstream.local_tools` to "
-             "llama-server, temperature 0; even tasks streamed.", "",
+             f"Tasks: `{where}`; through `upstream.local_tools` to "
+             f"llama-server, temperature 0; even tasks streamed{how}.", "",
              "| kind | valid | n | valid rate | Wilson 95 % CI | args match |",
              "|---|---:|---:|---:|---|---:|"]  # fmt: skip
     for kind in [*kinds, "all"]:
@@ -159,8 +167,15 @@ async def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--note", default="", help="a paragraph added under the table")
     ap.add_argument("--report-only", action="store_true", help="ask nothing; tabulate the run")
+    ap.add_argument("--tasks", type=Path, default=TASKS, help="task set (JSON)")
+    ap.add_argument("--label", default="", help="results file suffix (after the task set)")
+    ap.add_argument(
+        "--no-decision",
+        action="store_true",
+        help="no tool-or-text decision before the call (the earlier behaviour)",
+    )
     args = ap.parse_args()
-    spec = json.loads(TASKS.read_text())
+    spec = json.loads(args.tasks.read_text())
     base = args.base_url or f"http://127.0.0.1:{PORTS[args.model]}/v1"
     ep = ModelEndpoint(name=f"local/{args.model}", model=f"openai/{args.model}", api_base=base,
                        kind="local", timeout_s=900)  # fmt: skip
@@ -172,7 +187,7 @@ async def main() -> None:
     tasks = spec["tasks"][: args.limit]
     # Interleave the kinds so a partial run covers each of them.
     order = sorted(range(len(tasks)), key=lambda i: (int(tasks[i]["id"].split("-")[1]), i))
-    model = LocalToolsChatModel(OpenAICompatChatModel())
+    model = LocalToolsChatModel(OpenAICompatChatModel(), decide=not args.no_decision)
     try:
         with path.open("a", encoding="utf-8") as out:
             for i in order:
@@ -188,10 +203,12 @@ async def main() -> None:
         await model.aclose()
     rows = [done[t["id"]] for t in tasks if t["id"] in done]
     command = "python benchmarks/perf/tool_calls.py " + " ".join(sys.argv[1:])
-    summary, md = table(args.model, rows, command)
+    how = "; no tool-or-text decision" if args.no_decision else ""
+    summary, md = table(args.model, rows, command, args.tasks, how)
     print(md)
     if args.write:
-        stem = RESULTS / f"tool_calls_{args.model}"
+        label = f"_{args.tasks.stem}_{args.label}" if args.label else ""
+        stem = RESULTS / f"tool_calls_{args.model}{label}"
         # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
         (RESULTS / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
         (RESULTS / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))

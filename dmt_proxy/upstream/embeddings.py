@@ -10,6 +10,13 @@ A model name is resolved in this order:
   through ``litellm.aembedding`` (imported on first use) for other providers and
   for every route with ``DMT_UPSTREAM_CLIENT=litellm``, as chat does.
 
+A chat-only model is a 400 that lists the embedding models, before any upstream
+call for the embedded chat models (their llama-servers run without embeddings) and
+in place of the 501 that an OpenAI-compatible chat-only server answers. The status
+follows Azure OpenAI, which answers a chat deployment on its embeddings route with
+a 400 ``OperationNotSupported`` ("The embeddings operation does not work with the
+specified model"); the model exists, so it is not a 404 ``model_not_found``.
+
 The upstream is always asked for floats; ``encoding_format: "base64"`` is applied
 here (little-endian float32, as OpenAI sends it), so every route answers both.
 Token arrays as ``input`` are refused: the proxy cannot know the upstream's tokenizer.
@@ -36,6 +43,7 @@ from dmt_proxy.upstream.models import ModelRegistry
 LOCAL_EMBEDDING_MODEL = "all-minilm-l6-v2"
 LOCAL_EMBEDDING_NAMES = (f"local/{LOCAL_EMBEDDING_MODEL}", LOCAL_EMBEDDING_MODEL)
 LOCAL_EMBEDDING_DIMS = 384
+CHAT_ONLY_CODE = "model_not_supported"
 MAX_INPUTS = 2048
 """Texts in one request, as OpenAI allows."""
 
@@ -136,6 +144,15 @@ class EmbeddingRouter:
         """The embedding-only model names (listed by ``/v1/models``)."""
         return list(LOCAL_EMBEDDING_NAMES)
 
+    def chat_only(self, model: str, detail: str = "") -> InvalidRequest:
+        """The 400 for an embeddings request naming a chat-only model; it lists the embedders."""
+        return InvalidRequest(
+            f"model '{model}' is a chat model and does not serve embeddings{detail}. Embedding "
+            f"models: {', '.join(self.names)}; a provider's embedding model (for example "
+            "'openai/text-embedding-3-small') is sent to that provider.",
+            param="model", code=CHAT_ONLY_CODE,
+        )  # fmt: skip
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
@@ -148,6 +165,8 @@ class EmbeddingRouter:
         else:
             await self._registry.ensure_providers(req.model)
             endpoint = self._registry.resolve(req.model)
+            if endpoint.kind == "local":
+                raise self.chat_only(req.model)
             if endpoint.openai_compatible and not self._via_litellm:
                 result = await self._embed_direct(endpoint, texts, req)
             else:
@@ -192,6 +211,9 @@ class EmbeddingRouter:
                                                    timeout=endpoint.timeout_s)  # fmt: skip
                 if response.status_code == 200:
                     return _vectors(response.json(), len(texts), where)
+                if response.status_code == 501:  # a chat-only server (llama-server without them)
+                    detail = f" (upstream {where}: {_upstream_message(response)})"
+                    raise self.chat_only(req.model, detail)
                 error = _status_error(response, where)
             except httpx.TimeoutException:
                 error = UpstreamTimeout(f"upstream {where} timed out after "

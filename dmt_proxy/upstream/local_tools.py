@@ -17,6 +17,11 @@ arguments validated against the tool's schema once more, and returned as an Open
 ``tool_calls`` message (finish reason ``tool_calls``) or as text. Streams are
 answered from one buffered completion: a tool call is only known once it is whole.
 
+With ``tool_choice`` ``auto`` the model may do either, and the small models call a
+tool for plain questions; so the proxy's factory turns on a tool-or-text decision
+read from the model's log-probs before the reply (``upstream.tool_decision``), and
+the reply is constrained to a call or to text accordingly.
+
 A tool whose parameter schema uses a keyword the grammar cannot enforce gets a 400
 naming the tool and the keyword; output that does not parse or validate is returned
 as text, never as a tool call. One call per turn (``parallel_tool_calls`` is moot).
@@ -45,6 +50,7 @@ from dmt_proxy.openai_types import (
     ToolCall,
 )
 from dmt_proxy.upstream.base import ChatModel, OwnedChatModel, UpstreamCall
+from dmt_proxy.upstream.tool_decision import decide
 
 NO_TOOL = "none"
 """The ``name`` of the answer that calls no tool."""
@@ -222,6 +228,17 @@ class Prepared:
 
     call: UpstreamCall
     specs: list[ToolSpec]
+    may_answer: bool = True
+
+    def narrowed(self, use_tool: bool) -> Prepared:
+        """The same call with its reply constrained to a tool call, or to text."""
+        specs = self.specs if use_tool else []
+        schema = output_schema(specs, may_answer=not use_tool)
+        params = {**self.call.params, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}}  # fmt: skip
+        # The prompt is left as it is: the same prefix keeps llama-server's prompt cache.
+        call = UpstreamCall(self.call.endpoint, self.call.messages, params, self.call.label)
+        return Prepared(call, self.specs, may_answer=not use_tool)
 
 
 def prepare(call: UpstreamCall) -> Prepared | None:
@@ -245,7 +262,8 @@ def prepare(call: UpstreamCall) -> Prepared | None:
                                "json_schema": {"name": "reply", "schema": schema}}  # fmt: skip
     messages = [ChatMessage(role="system", content=tools_prompt(callable_specs, may_answer)),
                 *plain_history(call.messages)]  # fmt: skip
-    return Prepared(UpstreamCall(call.endpoint, messages, rest, call.label), callable_specs)
+    return Prepared(UpstreamCall(call.endpoint, messages, rest, call.label), callable_specs,
+                    may_answer)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -329,21 +347,35 @@ def _wants_usage(params: Mapping[str, Any]) -> bool:
 
 
 class LocalToolsChatModel:
-    """Wraps a chat model: calls with tools to local endpoints get structured tool calls."""
+    """Wraps a chat model: calls with tools to local endpoints get structured tool calls.
 
-    def __init__(self, inner: ChatModel) -> None:
+    ``decide``: before a reply that may be a call or text (``tool_choice`` ``auto``),
+    ask the model which (``upstream.tool_decision``; one short extra request).
+    """
+
+    def __init__(self, inner: ChatModel, *, decide: bool = False) -> None:
         self.inner = inner
+        self.decide = decide
+
+    async def _prepare(self, call: UpstreamCall) -> Prepared | None:
+        prepared = prepare(call)
+        if prepared is None or not self.decide or not prepared.may_answer or not prepared.specs:
+            return prepared
+        decision = await decide(self.inner, call, prepared.specs)
+        if decision.use_tool is None:
+            return prepared  # no log-probs to read: the reply may be either, as without it
+        return prepared.narrowed(decision.use_tool)
 
     async def complete(self, call: UpstreamCall) -> ChatCompletion:
         """The inner completion; with tools on a local endpoint, constrained and parsed."""
-        prepared = prepare(call)
+        prepared = await self._prepare(call)
         if prepared is None:
             return await self.inner.complete(call)
         return to_tool_reply(await self.inner.complete(prepared.call), prepared.specs)
 
     async def stream(self, call: UpstreamCall) -> AsyncIterator[ChatCompletionChunk]:
         """The inner stream; with tools on a local endpoint, one buffered, parsed reply."""
-        prepared = prepare(call)
+        prepared = await self._prepare(call)
         if prepared is None:
             async for chunk in self.inner.stream(call):
                 yield chunk
@@ -363,5 +395,5 @@ class LocalToolsChatModel:
 
 
 def with_local_tools(inner: OwnedChatModel) -> LocalToolsChatModel:
-    """``inner`` behind the local tool-call layer (what the proxy's factory builds)."""
-    return LocalToolsChatModel(inner)
+    """``inner`` behind the local tool-call layer, deciding tool or text (the proxy's factory)."""
+    return LocalToolsChatModel(inner, decide=True)

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-from openai import AsyncOpenAI, NotFoundError
+from openai import AsyncOpenAI, BadRequestError, NotFoundError
 
 from dmt_proxy.api import create_app
 from dmt_proxy.embedder import LocalEmbedder
-from dmt_proxy.errors import UpstreamError, UpstreamRejected
+from dmt_proxy.errors import InvalidRequest, UpstreamError, UpstreamRejected
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.chat import ScriptedChatModel
@@ -107,6 +107,36 @@ async def test_bad_embedding_requests_are_400s_naming_the_field(
 async def test_unknown_embedding_model_is_a_404(client: httpx.AsyncClient) -> None:
     resp = await client.post("/v1/embeddings", json={"model": "nope", "input": "a"})
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "model_not_found"
+
+
+async def test_a_chat_only_model_is_a_400_listing_the_embedding_models(
+    client: httpx.AsyncClient,
+) -> None:
+    sdk = AsyncOpenAI(base_url="http://proxy/v1", api_key="x", http_client=client)
+    with pytest.raises(BadRequestError) as caught:
+        await sdk.embeddings.create(model="local/qwen2.5-1.5b", input="hello")
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["param"], error["code"], error["type"]) == (
+        "model", "model_not_supported", "invalid_request_error")  # fmt: skip
+    assert "local/qwen2.5-1.5b" in error["message"] and "all-minilm-l6-v2" in error["message"]
+
+
+async def test_an_upstream_that_serves_no_embeddings_is_a_400_not_a_502(tmp_path: Path) -> None:
+    # llama-server without --embeddings answers 501; it is not retried.
+    sent: list[str] = []
+
+    def chat_only(request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url))
+        return httpx.Response(501, json={"error": {"code": 501, "type": "not_supported_error",
+                              "message": "This server does not support embeddings."}})  # fmt: skip
+
+    router = router_with(chat_only, tmp_path)
+    with pytest.raises(InvalidRequest, match="'embedder' is a chat model") as caught:
+        await router.embed(EmbeddingRequest(model="embedder", input="a"))
+    await router.aclose()
+    assert caught.value.param == "model" and "local/all-minilm-l6-v2" in caught.value.message
+    assert len(sent) == 1
 
 
 def router_with(handler: Any, tmp_path: Path) -> EmbeddingRouter:
