@@ -309,7 +309,7 @@ class LLMAuditor:
                 rationale=f"P(biased) {p:.2f}", auditor=self.label, attempts=calls,
                 latency_s=time.perf_counter() - started,
             )  # fmt: skip
-            return await self._with_framing(clean, messages, started)
+            return await self._with_framing(clean, messages, started, answer="no")
         asked = [*messages, {"role": "assistant", "content": "yes"},
                  {"role": "user", "content": self._prompt.extra("domain question") or ""}]  # fmt: skip
         domain_words = tuple(w for ws in DOMAIN_WORDS.values() for w in ws)
@@ -347,6 +347,8 @@ class LLMAuditor:
             auditor=self.label, attempts=calls, latency_s=time.perf_counter() - started,
             llm_domain_weight=self._calibration.domain_weight if self._calibration else None,
         )  # fmt: skip
+        if (self._prompt.extra("framing scope") or "clean").strip() == "all":
+            verdict = await self._with_framing(verdict, messages, started, answer="yes")
         if self._options.rationale and p >= self._policy.tau_for(bias_type):
             verdict = await self._with_rationale(verdict, [
                 *asked, {"role": "assistant", "content": bias_type},
@@ -355,9 +357,13 @@ class LLMAuditor:
         return verdict
 
     async def _with_framing(
-        self, verdict: AuditVerdict, messages: list[dict[str, Any]], started: float
-    ) -> AuditVerdict:
-        """A clean verdict, asked whether the text begs off judgment (``[framing question]``).
+        self, verdict: AuditVerdict, messages: list[dict[str, Any]], started: float, *,
+        answer: str,
+    ) -> AuditVerdict:  # fmt: skip
+        """A verdict, asked whether the text tells its reader how to judge it
+        (``[framing question]``; after ``answer`` to the yes/no question). auditor_v4 asks
+        it of clean verdicts only; a prompt whose ``[framing scope]`` is ``all`` (auditor_v5)
+        of likely biases too, where a planted request to tag would otherwise pass as bias.
 
         Framing that asks the auditor to discount the words (fiction, a joke, a test
         fixture, a pre-approval) is judged by the model, in any wording or language, not
@@ -366,7 +372,7 @@ class LLMAuditor:
         question = self._prompt.extra("framing question")
         if not question:
             return verdict
-        asked = [*messages, {"role": "assistant", "content": "no"},
+        asked = [*messages, {"role": "assistant", "content": answer},
                  {"role": "user", "content": question}]  # fmt: skip
         reply = await self._complete(asked, self._choice_params(("yes", "no")))
         try:

@@ -175,3 +175,18 @@ async def test_non_english_text_reaches_the_llm_without_the_first_stage() -> Non
     french = await staged.audit(AuditCandidate(text="Les vieux ne savent pas utiliser un "
                                                     "ordinateur, c'est toujours pareil."))  # fmt: skip
     assert len(chat.calls) == 1 and french.first_stage is None
+
+
+async def test_v5_asks_the_framing_question_of_a_likely_bias_too() -> None:
+    chat = ScriptedChatModel([
+        completion("yes", {"yes": 0.9, "no": 0.1}), completion("age", {"age": 1.0}),
+        completion("yes", {"yes": 0.9, "no": 0.1}),
+    ])  # fmt: skip
+    options = AuditorOptions(rationale=False)
+    auditor = LLMAuditor(chat, ENDPOINT, prompt_version="auditor_v5", options=options)
+    verdict = await auditor.audit(MEMORY)
+    assert verdict.bias_type == "age" and verdict.manipulation and len(chat.calls) == 3
+    third = chat.calls[2].wire_messages()
+    assert third[-2] == {"role": "assistant", "content": "yes"} and "label" in third[-1]["content"]
+    planted = verdict.model_copy(update={"first_stage": _opinion(0.1)})
+    assert decide(planted, AuditPolicy()).tag.bias_type is None  # type: ignore[union-attr]
