@@ -161,13 +161,17 @@ NOTES = """## What was fitted on what
 
 ## How often the test sets were looked at
 
-- auditor_eval_v3 test (stratified 20): the baseline once, auditor_v4 once.
+- auditor_eval_v3 test (stratified 20): the baseline once, auditor_v4 once, the default
+  once (if its run is listed below; otherwise the replay column stands for it).
 - auditor_eval_v2 test (stratified 24): auditor_v4 once (the baseline's verdicts are its
-  committed whole-split run).
-- adversarial_memories_v4 (sample 16): the baseline once, auditor_v4 once, auditor_v5 once.
-  auditor_v5's change (the framing question on every LLM-judged memory, worded for planted
-  verdicts) was made after auditor_v4's run showed planted requests passing as bias: its
-  v4 numbers are not independent of that set.
+  committed whole-split run; the default's are the replay).
+- adversarial_memories_v4 (sample 16): the baseline, auditor_v4, auditor_v5 and the
+  default once each. auditor_v5's change (the framing question on every LLM-judged
+  memory, worded for planted verdicts) was made after auditor_v4's run showed planted
+  requests passing as bias, and the choice of the default (no framing question) after
+  auditor_v4's runs on all three sets showed the question flagging plain questions and
+  mentions: those two decisions were taken with the test sets in view, so the default's
+  numbers here are not an independent estimate.
 
 ## Cost of the verdict path (tokens, qwen2.5 tokenizer)
 

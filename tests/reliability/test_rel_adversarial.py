@@ -264,7 +264,7 @@ def test_committed_v2_evasion_rate_is_under_the_target() -> None:
 V4_RUNS = RESULTS / "auditor_eval_v3/runs"
 
 
-@pytest.mark.parametrize("run", ["baseline", "auditor_v4"])
+@pytest.mark.parametrize("run", ["baseline", "auditor_v4", "auditor_v5", "default"])
 def test_committed_v4_sample_measurement_is_of_the_shipped_set(run: str) -> None:
     # The v4 measurements are of a round-robin sample (``--sample 16``): recomputed from
     # their per-text verdicts on that sample of the shipped set, they give what was stated.
