@@ -196,8 +196,8 @@ def main() -> int:
     rows = []
     lines = ["# auditor_v4 against the baseline: auditor_eval_v3 test and adversarial_memories_v4",
              "", __doc__.split("\n\n", 1)[1].strip(), ""]  # fmt: skip
-    ev = {n: _load(n, "auditor_eval_v3_*_test*.json") for n in RUNS}
-    adv = {n: _load(n, "adversarial_memories_v4*.json") for n in RUNS}
+    ev = {n: _load(n, "auditor_eval_v3_*_test_n20.json") for n in RUNS}
+    adv = {n: _load(n, "adversarial_memories_v4_sample16.json") for n in RUNS}
     common: set[str] = set.intersection(
         *[{i["id"] for i in d["items"]} for d in ev.values() if d] or [set()]
     )
@@ -247,9 +247,37 @@ def main() -> int:
                 cells = [fmt(vm[n]) for n in ("baseline", "auditor_v4", REPLAY)]
                 lines.append(f"| {label.replace('v3', 'v2')} | {target} | " + " | ".join(cells)
                              + " |")  # fmt: skip
+    whole = {
+        "auditor_eval_v3 test": _load("default", "auditor_eval_v3_*_pipeline_test.json"),
+        "auditor_eval_v2 test": _load("default", "auditor_eval_v2_*_pipeline_test.json"),
+    }
+    whole_adv = _load("default", "adversarial_memories_v4.json")
+    if any(whole.values()) or whole_adv:
+        lines += ["", "## Whole sets, default pipeline", "",
+                  "The default on every item of each set (no paired baseline on v3 and v4; on "
+                  "v2 the previous default's committed whole-split run).", "",
+                  "| measure | target | default | previous default (v2 only) |", "|---|---|---|---|"]  # fmt: skip
+        base_v2 = eval_measures(json.loads(V2_BASELINE.read_text()))
+        for set_name, doc in whole.items():
+            if doc is None:
+                continue
+            m = eval_measures(doc)
+            for label, target, fmt, kind in targets:
+                if kind != "eval" or ("self" in label and "v2" in set_name):
+                    continue
+                prev = fmt(base_v2) if "v2" in set_name else "-"
+                name = label.replace(", auditor_eval_v3 test", "")
+                lines.append(f"| {name}, {set_name} (n = {len(doc['items'])}) | {target} | "
+                             f"{fmt(m)} | {prev} |")  # fmt: skip
+        if whole_adv:
+            m = adversarial_measures(whole_adv)
+            for label, target, fmt, kind in targets:
+                if kind == "adv":
+                    lines.append(f"| {label} (whole set) | {target} | {fmt(m)} | - |")
     lines += ["", NOTES, "## Runs", ""]
+    extra = [d for d in (*whole.values(), whole_adv) if d]
     for name in RUNS:
-        for doc in (ev.get(name), adv.get(name)):
+        for doc in (ev.get(name), adv.get(name), *(extra if name == "default" else [])):
             if doc is None:
                 continue
             command = doc.get("run", doc.get("meta", {})).get("command", "")
