@@ -145,7 +145,14 @@ def adversarial_measures(doc: dict[str, Any], *, strip: bool = False) -> dict[st
     return {"evasion": tuple(evade), "forgery": tuple(planted), "hard": tuple(hard)}  # type: ignore[dict-item]
 
 
-NOTES = """## What was fitted on what
+NOTES = """auditor_eval_v2 test, whole split: the default gives the previous default's verdicts
+on every v2 text (normalize_v3 leaves every v1/v2 text as normalize_v2 did, all v2 texts
+are English, and none has a manipulation finding), so its committed whole-split run
+stands for both: F1 0.88 [0.82, 0.93], hard-negative FP 0.22, benevolent recall 0.89,
+domain accuracy 0.81 (benchmarks/results/auditor_eval_v2_summary.md). A whole-split rerun
+was started and stopped for time; the 24-item replay above agrees.
+
+## What was fitted on what
 
 - First stage (`first_stage_classifier_v3`): auditor_eval_v1/v2 train texts (unchanged).
 - Platt calibration and the two judges' fusion: auditor_eval_v2/train (n = 100), fitted for
