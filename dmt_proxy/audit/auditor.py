@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Literal
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.logprob import (
     DOMAIN_WORDS,
+    KIND_WORDS,
     TOP_LOGPROBS,
     YES_NO,
     NoLogprobs,
@@ -57,6 +58,7 @@ from dmt_proxy.audit.vote import as_bias_type
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected, UpstreamTimeout
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy, VerdictMode
+from dmt_proxy.tags import Finding, FindingKind
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,10 @@ _RATIONALE_SCHEMA = {
         "rationale": {"type": "string", "maxLength": 300},
     },
 }
+
+FRAMING_THRESHOLD = 0.5
+"""P(yes) of the ``[framing question]`` at or above which a clean-judged memory gets a
+``discount_framing`` manipulation finding."""
 
 # Slack on top of the call's own timeout before we stop waiting ourselves.
 _TIMEOUT_GRACE_S = 5.0
@@ -138,7 +144,9 @@ class LLMAuditor:
             raise ConfigError("the llm auditor needs a chat model and the auditor model's endpoint")
         policy = config.policy
         options = AuditorOptions(
-            verdict=policy.verdict, rationale=policy.rationale,
+            # The rationale is not part of the verdict: the outbox worker asks for it after
+            # the status is stored (``explain``, ``memory.write.rationale``).
+            verdict=policy.verdict, rationale=False,
             # llama.cpp's grammar field goes only to servers known to be llama-server.
             grammar=config.endpoint.kind == "local",
         )  # fmt: skip
@@ -176,6 +184,11 @@ class LLMAuditor:
                 endpoint.model, prompt_version
             )
         self.model_key = calibration_key(endpoint.model, prompt_version)
+        # The kind question only pays for itself where a fitted fusion weighs its answer.
+        self._ask_kind = bool(self._prompt.extra("kind question")) and any(
+            key.startswith(f"{self.model_key}+") and key.endswith("+kind")
+            for key in load_calibration(self._policy.calibration).fusion
+        )
         """``model@prompt``: the key of this auditor's calibration and fusion entries."""
         self._base_label = f"{endpoint.name}@{prompt_version}"
         self.label = self._label()
@@ -291,11 +304,12 @@ class LLMAuditor:
             )  # fmt: skip
         p = self._calibration.apply(raw) if self._calibration else raw
         if p < self._tau_floor():
-            return AuditVerdict(
+            clean = AuditVerdict(
                 bias_detected=False, score=round(p, 4), p_raw=round(raw, 4),
                 rationale=f"P(biased) {p:.2f}", auditor=self.label, attempts=calls,
                 latency_s=time.perf_counter() - started,
             )  # fmt: skip
+            return await self._with_framing(clean, messages, started, answer="no")
         asked = [*messages, {"role": "assistant", "content": "yes"},
                  {"role": "user", "content": self._prompt.extra("domain question") or ""}]  # fmt: skip
         domain_words = tuple(w for ws in DOMAIN_WORDS.values() for w in ws)
@@ -315,18 +329,80 @@ class LLMAuditor:
                 "the group answer names no bias type", auditor=self.label, attempts=calls,
                 latency_s=time.perf_counter() - started, raw_reply=reply.text(),
             )  # fmt: skip
+        kind_probs = None
+        kind_question = self._prompt.extra("kind question")
+        if kind_question and self._ask_kind:
+            kind_reply = await self._complete([
+                *asked, {"role": "assistant", "content": bias_type},
+                {"role": "user", "content": kind_question},
+            ], self._choice_params(tuple(w for ws in KIND_WORDS.values() for w in ws)))  # fmt: skip
+            calls += 1
+            try:
+                kind_probs = domain_distribution(reply_logprobs(kind_reply), KIND_WORDS) or None
+            except NoLogprobs:
+                kind_probs = None
         verdict = AuditVerdict(
             bias_detected=True, bias_type=bias_type, score=round(p, 4), p_raw=round(raw, 4),
-            domain_probs=probs, rationale=f"P(biased) {p:.2f}", auditor=self.label,
-            attempts=calls, latency_s=time.perf_counter() - started,
+            domain_probs=probs, kind_probs=kind_probs, rationale=f"P(biased) {p:.2f}",
+            auditor=self.label, attempts=calls, latency_s=time.perf_counter() - started,
             llm_domain_weight=self._calibration.domain_weight if self._calibration else None,
         )  # fmt: skip
+        if (self._prompt.extra("framing scope") or "clean").strip() == "all":
+            verdict = await self._with_framing(verdict, messages, started, answer="yes")
         if self._options.rationale and p >= self._policy.tau_for(bias_type):
             verdict = await self._with_rationale(verdict, [
                 *asked, {"role": "assistant", "content": bias_type},
                 {"role": "user", "content": self._prompt.extra("rationale question") or ""},
             ])  # fmt: skip
         return verdict
+
+    async def _with_framing(
+        self, verdict: AuditVerdict, messages: list[dict[str, Any]], started: float, *,
+        answer: str,
+    ) -> AuditVerdict:  # fmt: skip
+        """A verdict, asked whether the text tells its reader how to judge it
+        (``[framing question]``; after ``answer`` to the yes/no question). auditor_v4 asks
+        it of clean verdicts only; a prompt whose ``[framing scope]`` is ``all`` (auditor_v5)
+        of likely biases too, where a planted request to tag would otherwise pass as bias.
+
+        Framing that asks the auditor to discount the words (fiction, a joke, a test
+        fixture, a pre-approval) is judged by the model, in any wording or language, not
+        only by the normaliser's patterns; a likely yes is a manipulation finding.
+        """
+        question = self._prompt.extra("framing question")
+        if not question:
+            return verdict
+        asked = [*messages, {"role": "assistant", "content": answer},
+                 {"role": "user", "content": question}]  # fmt: skip
+        reply = await self._complete(asked, self._choice_params(("yes", "no")))
+        try:
+            p = p_yes(reply_logprobs(reply))
+        except NoLogprobs:
+            p = None
+        update: dict[str, Any] = {"attempts": verdict.attempts + 1,
+                                  "latency_s": time.perf_counter() - started}  # fmt: skip
+        if p is not None:
+            update["p_framing"] = round(p, 4)
+            if p >= FRAMING_THRESHOLD:
+                update["findings"] = (*verdict.findings, Finding(
+                    kind=FindingKind.MANIPULATION, rule="discount_framing",
+                    detail=f"the text asks not to be judged as the user's view (P {p:.2f})",
+                ))  # fmt: skip
+        return verdict.model_copy(update=update)
+
+    async def explain(self, candidate: AuditCandidate, verdict: AuditVerdict) -> AuditVerdict:
+        """The deferred rationale of a decided verdict (``target_group``, ``tendency``,
+        ``rationale``), asked in the verdict's own conversation; a failure or a verdict
+        without a bias type returns ``verdict`` unchanged. Never changes the status."""
+        if not verdict.ok or verdict.bias_type is None or self._path == "json":
+            return verdict
+        messages = render_messages(self._prompt, candidate, path="logprob")
+        return await self._with_rationale(verdict, [
+            *messages, {"role": "assistant", "content": "yes"},
+            {"role": "user", "content": self._prompt.extra("domain question") or ""},
+            {"role": "assistant", "content": verdict.bias_type},
+            {"role": "user", "content": self._prompt.extra("rationale question") or ""},
+        ])  # fmt: skip
 
     async def _with_rationale(
         self, verdict: AuditVerdict, messages: list[dict[str, Any]]

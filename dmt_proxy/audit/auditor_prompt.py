@@ -39,7 +39,7 @@ REPLY_MAX_CHARS = 800
 
 _EXTRA_SECTIONS = (
     "json format", "logprob format", "json question", "logprob question", "domain question",
-    "rationale question",
+    "rationale question", "kind question", "framing question", "framing scope",
 )  # fmt: skip
 _SECTION = re.compile(
     r"^## \[(system|example user|example assistant|user|" + "|".join(_EXTRA_SECTIONS) + r")\]\s*$",

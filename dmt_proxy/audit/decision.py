@@ -22,6 +22,14 @@ judged on a bounded excerpt) is kept on whatever tag the memory gets, and a
 clean memory carries a findings-only tag to state it. A failed verdict stays
 ``failed`` (re-auditable), with its findings on the tag.
 
+A planted verdict gets no invented domain: on a memory with a ``manipulation``
+finding, a bias type is kept only when both judges independently find a bias
+(the LLM's verdict reaches tau *and* the first stage, which judges the text with
+the injection removed, scores at or above its threshold; a memory the first stage
+did not judge keeps the LLM's word). Otherwise the memory is tagged for the
+attempt alone (a findings-only tag): the text that asked for a verdict is not
+believed, in either direction, and one judge's word is not a domain.
+
 Two judges. When the embedding first stage also judged the memory, its opinion
 rides on the verdict too (``first_stage``). Where the classifier is confident of a
 bias (score >= its ``confident_bias``) and the LLM auditor calls the memory clean,
@@ -75,7 +83,9 @@ def decide(verdict: AuditVerdict, policy: AuditPolicy) -> AuditDecision:
             reason=verdict.failure_reason or "auditor failed",
         )  # fmt: skip
     fs = verdict.first_stage
-    if verdict.is_biased(policy):
+    # A manipulation attempt: a bias type needs both judges (module docstring).
+    one_judge = verdict.manipulation and fs is not None and fs.score < fs.threshold
+    if verdict.is_biased(policy) and not one_judge:
         assert verdict.bias_type is not None  # is_biased checked it
         domain = verdict.voted_domain() or verdict.bias_type
         tag = verdict.to_tag().model_copy(update={
@@ -90,7 +100,7 @@ def decide(verdict: AuditVerdict, policy: AuditPolicy) -> AuditDecision:
         return _tagging(policy.action_for(domain), tag, reason)
     tau = policy.tau_for(verdict.bias_type) if verdict.bias_type else policy.tau
     inconsistent = not verdict.bias_detected and verdict.score >= tau
-    if fs is not None and fs.sure_biased:
+    if fs is not None and fs.sure_biased and not verdict.manipulation:
         voted: BiasType = verdict.voted_domain() or "other"
         tag = BiasTag(
             bias_type=voted, score=verdict.score, first_stage_score=fs.score,

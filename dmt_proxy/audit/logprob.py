@@ -45,6 +45,13 @@ CALIBRATION_VERSION = "calibration_v1"
 TOP_LOGPROBS = 20
 YES_NO: dict[str, tuple[str, ...]] = {"yes": ("yes",), "no": ("no",)}
 DOMAIN_WORDS: dict[str, tuple[str, ...]] = {t: (t,) for t in BIAS_TYPES}
+KIND_WORDS: dict[str, tuple[str, ...]] = {
+    "judging": ("judging",),
+    "self": ("self",),
+    "rejecting": ("rejecting",),
+    "neutral": ("neutral",),
+}
+"""The answers of the ``[kind question]`` (auditor_v4): how the user's words treat the group."""
 _EPS = 1e-6
 
 
@@ -127,12 +134,15 @@ def p_yes(tokens: Sequence[TokenLogprob]) -> float | None:
     return mass["yes"] / total if total > 0 else None
 
 
-def domain_distribution(tokens: Sequence[TokenLogprob]) -> dict[str, float]:
-    """A normalised distribution over the bias types at the answer position ({} if none)."""
+def domain_distribution(
+    tokens: Sequence[TokenLogprob], classes: Mapping[str, Sequence[str]] = DOMAIN_WORDS
+) -> dict[str, float]:
+    """A normalised distribution over ``classes`` (default: the bias types) at the answer
+    position ({} if none)."""
     position = answer_position(tokens)
     if position is None:
         return {}
-    mass = class_mass(alternatives_at(position), DOMAIN_WORDS)
+    mass = class_mass(alternatives_at(position), classes)
     total = sum(mass.values())
     if total <= 0:
         return {}
@@ -197,10 +207,17 @@ class JudgeFusion(BaseModel):
     auc_first: float
     auc_fused: float
     """Areas under the ROC curve on the training items (in-sample for the fusion)."""
+    w_kind: float = 0.0
+    """auditor_v4 (the ``+kind`` entry): weight of logit P(judging), the kind question's
+    probability that the user judges the group (rather than describing themselves,
+    rejecting a view, or stating facts)."""
 
-    def apply(self, p_raw: float, p_first: float) -> float:
-        """The combined probability of bias."""
-        return sigmoid(self.w_llm * logit(p_raw) + self.w_first * logit(p_first) + self.b)
+    def apply(self, p_raw: float, p_first: float, p_judging: float | None = None) -> float:
+        """The combined probability of bias (``p_judging`` only for a ``+kind`` entry)."""
+        x = self.w_llm * logit(p_raw) + self.w_first * logit(p_first) + self.b
+        if p_judging is not None and self.w_kind:
+            x += self.w_kind * logit(p_judging)
+        return sigmoid(x)
 
 
 class Calibration(BaseModel):
@@ -221,9 +238,12 @@ class Calibration(BaseModel):
         """The entry of ``model@prompt`` (model without provider prefix), if fitted."""
         return self.entries.get(calibration_key(model, prompt))
 
-    def fusion_for(self, model_key: str, classifier: str) -> JudgeFusion | None:
-        """The fusion of ``model@prompt`` with first-stage ``classifier``, if fitted."""
-        return self.fusion.get(f"{model_key}+{classifier}")
+    def fusion_for(
+        self, model_key: str, classifier: str, *, kind: bool = False
+    ) -> JudgeFusion | None:
+        """The fusion of ``model@prompt`` with first-stage ``classifier``, if fitted
+        (``kind``: the entry that also weighs the kind question's answer)."""
+        return self.fusion.get(f"{model_key}+{classifier}" + ("+kind" if kind else ""))
 
 
 def calibration_key(model: str, prompt: str) -> str:

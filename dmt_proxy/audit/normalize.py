@@ -25,6 +25,11 @@ conclude about bias: the text tried to steer its own audit. Removing the
 injected part keeps the judges on what the user said about people; the finding
 keeps the attempt visible.
 
+``normalize_v3`` (the default) also undoes disguises before step 3
+(``dmt_proxy.audit.deobfuscate``): emoji and flags become their names, letters
+spelled one at a time are joined, leetspeak inside words becomes letters, Latin
+small capitals fold. ``normalize_v2`` (without that step) still runs by name.
+
 Plain mentions are not findings: the word "auditor" ("I work as an auditor"),
 ``<s>`` strike-through, an emoji joined with zero-width joiners, or a sentence
 in Russian. The patterns are listed below; a change to them changes verdicts, so
@@ -37,9 +42,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from dmt_proxy.audit.deobfuscate import deobfuscate, name_emoji
 from dmt_proxy.tags import Finding, FindingKind
 
-NORMALIZER_VERSION = "normalize_v2"
+NORMALIZER_VERSION = "normalize_v3"
+NORMALIZER_VERSIONS = ("normalize_v2", "normalize_v3")
 
 _KEEP_CONTROLS = {"\n", "\t"}
 _REMOVED_CATEGORIES = ("Cc", "Cf", "Cs", "Co")
@@ -254,6 +261,8 @@ class NormalizedMemory:
     """Control or format characters removed (zero-width, bidi); not a finding by itself."""
     confusables: int
     """Look-alike letters mapped to Latin inside mixed-script words."""
+    deobfuscated: int = 0
+    """normalize_v3: emoji named, spelled-out words joined, leetspeak words rewritten."""
 
     @property
     def manipulation(self) -> bool:
@@ -342,10 +351,19 @@ def _tidy(text: str) -> str:
     return text.strip()
 
 
-def normalize_memory(text: str) -> NormalizedMemory:
+def normalize_memory(text: str, version: str = NORMALIZER_VERSION) -> NormalizedMemory:
     """The text both judges see, with manipulation findings (see the module docstring)."""
+    if version not in NORMALIZER_VERSIONS:
+        raise ValueError(f"unknown normaliser {version!r}; known: {NORMALIZER_VERSIONS}")
+    named = 0
+    if version != "normalize_v2":
+        # Before the hidden characters go: a ZWJ sequence (rainbow flag) is one picture.
+        text, named = name_emoji(unicodedata.normalize("NFKC", text))
     text, hidden = strip_hidden(text)
     text, confusables = fold_confusables(text)
+    rewritten = 0
+    if version != "normalize_v2":
+        text, rewritten = deobfuscate(text)
     found = _Collector()
     text = found.replace(_SPECIAL_TOKEN, "special_token", text)
     text = found.replace(_VERDICT_JSON, "verdict_imitation", text)
@@ -355,7 +373,7 @@ def normalize_memory(text: str) -> NormalizedMemory:
     text = _remove_addressing(text, found)
     return NormalizedMemory(
         text=_tidy(text), findings=tuple(found.findings), hidden_characters=hidden,
-        confusables=confusables,
+        confusables=confusables, deobfuscated=named + rewritten,
     )  # fmt: skip
 
 

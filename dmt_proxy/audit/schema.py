@@ -99,6 +99,11 @@ class AuditVerdict(BaseModel):
     """Log-prob verdicts: P(yes) before calibration (``score`` is the calibrated value)."""
     llm_score: float | None = Field(default=None, ge=0.0, le=1.0)
     """When ``score`` is the two judges' combined probability: the LLM's own (calibrated)."""
+    kind_probs: dict[str, float] | None = None
+    """auditor_v4, likely biases: the kind question's distribution (``judging``, ``self``,
+    ``rejecting``, ``neutral``), combined with the judges by the ``+kind`` fusion."""
+    p_framing: float | None = Field(default=None, ge=0.0, le=1.0)
+    """auditor_v4, memories judged clean: P(the text asks to be excused from judgment)."""
     llm_domain_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     """The LLM's share of the domain vote for this model (its calibration entry); ``None``:
     ``DOMAIN_VOTE_LLM_WEIGHT``."""

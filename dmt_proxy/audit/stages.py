@@ -10,7 +10,10 @@ all judge a memory the same way:
    ``excerpt`` finding; it is never skipped;
 3. the embedding first stage, when configured: a memory it scores below its
    threshold is decided clean without an LLM call, unless normalisation found a
-   manipulation attempt (that memory always goes to the LLM auditor);
+   manipulation attempt or the text is probably not English
+   (``dmt_proxy.audit.language``: the classifier was trained on English only, so
+   its score on other languages is neither a verdict nor a second opinion; such a
+   memory goes to the LLM auditor alone);
 4. the LLM auditor (or any other ``Auditor``) on the normalised excerpt.
 
 The findings and the first stage's opinion ride on the verdict;
@@ -22,7 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dmt_proxy.audit.normalize import excerpt, normalize_memory
+from dmt_proxy.audit.language import probably_english
+from dmt_proxy.audit.normalize import NORMALIZER_VERSION, excerpt, normalize_memory
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
     from dmt_proxy.audit.logprob import JudgeFusion
     from dmt_proxy.audit.protocol import Auditor
     from dmt_proxy.metrics import Metrics
-    from dmt_proxy.policy import Policy
+    from dmt_proxy.policy import AuditPolicy, Policy
     from dmt_proxy.tags import Finding
     from dmt_proxy.upstream.base import ChatModel
     from dmt_proxy.upstream.models import ModelRegistry
@@ -52,12 +56,17 @@ class StagedAuditor:
         max_chars: int = AUDIT_MAX_CHARS,
         fusion: JudgeFusion | None = None,
         tau_floor: float = 0.5,
+        normalizer: str = NORMALIZER_VERSION,
+        kind_fusion: JudgeFusion | None = None,
     ) -> None:
         self.auditor = auditor
         self.first_stage = first_stage
         self.max_chars = max_chars
         self.fusion = fusion if first_stage is not None else None
+        self.kind_fusion = kind_fusion if first_stage is not None else None
+        """Used instead of ``fusion`` for a verdict that carries the kind question's answer."""
         self.tau_floor = tau_floor
+        self.normalizer = normalizer
 
     @property
     def label(self) -> str:
@@ -66,23 +75,44 @@ class StagedAuditor:
 
     async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
         """Judge one memory through every stage; ``AuditorUnavailable`` passes through."""
-        normalized = normalize_memory(candidate.text)
-        text, cut = excerpt(normalized.text, self.max_chars)
-        findings = normalized.findings + ((cut,) if cut is not None else ())
-        reply = ""
-        if candidate.reply:
-            reply = excerpt(normalize_memory(candidate.reply).text, REPLY_MAX_CHARS)[0]
-        staged = candidate.model_copy(update={"text": text, "reply": reply})
+        staged, normalized_manipulation, findings = self.stage(candidate)
         opinion = None
-        if self.first_stage is not None:
+        english = self.normalizer == "normalize_v2" or probably_english(staged.text)
+        if self.first_stage is not None and english:
             decision = await self.first_stage.decide(staged)
             opinion = decision.opinion(self.first_stage.method)
-            if not decision.send_to_auditor and not normalized.manipulation:
+            if not decision.send_to_auditor and not normalized_manipulation:
                 return skipped_by_first_stage(decision, self.first_stage.method, findings)
         verdict = await self.auditor.audit(staged)
         update = {"findings": verdict.findings + findings, "first_stage": opinion}
         verdict = verdict.model_copy(update=update)
-        return fuse(verdict, self.fusion, self.tau_floor) if self.fusion else verdict
+        fusion = self.fusion
+        if self.kind_fusion is not None and verdict.kind_probs:
+            fusion = self.kind_fusion
+        return fuse(verdict, fusion, self.tau_floor) if fusion else verdict
+
+    def stage(self, candidate: AuditCandidate) -> tuple[AuditCandidate, bool, tuple[Finding, ...]]:
+        """The candidate as the judges see it (normalised, bounded), whether normalisation
+        found a manipulation attempt, and the findings to attach."""
+        normalized = normalize_memory(candidate.text, self.normalizer)
+        text, cut = excerpt(normalized.text, self.max_chars)
+        findings = normalized.findings + ((cut,) if cut is not None else ())
+        reply = ""
+        if candidate.reply:
+            reply = excerpt(normalize_memory(candidate.reply, self.normalizer).text,
+                            REPLY_MAX_CHARS)[0]  # fmt: skip
+        staged = candidate.model_copy(update={"text": text, "reply": reply})
+        return staged, normalized.manipulation, findings
+
+    async def explain(self, candidate: AuditCandidate, verdict: AuditVerdict) -> AuditVerdict:
+        """The deferred rationale of ``verdict`` from the inner auditor, on the same staged
+        text (an auditor without ``explain`` returns ``verdict`` unchanged)."""
+        explain = getattr(self.auditor, "explain", None)
+        if explain is None:
+            return verdict
+        staged, _, _ = self.stage(candidate)
+        result: AuditVerdict = await explain(staged, verdict)
+        return result
 
 
 def skipped_by_first_stage(
@@ -109,7 +139,10 @@ def fuse(verdict: AuditVerdict, fusion: JudgeFusion, tau_floor: float) -> AuditV
     first = verdict.first_stage
     if not verdict.ok or verdict.p_raw is None or first is None:
         return verdict
-    p = round(fusion.apply(verdict.p_raw, first.score), 4)
+    p_judging = (verdict.kind_probs or {}).get("judging") if fusion.w_kind else None
+    if verdict.kind_probs and p_judging is None and fusion.w_kind:
+        p_judging = 0.0  # the model put no mass on "judging"
+    p = round(fusion.apply(verdict.p_raw, first.score, p_judging), 4)
     detected = p >= tau_floor
     bias_type = verdict.bias_type if verdict.bias_detected else None
     if detected and bias_type is None:
@@ -140,13 +173,28 @@ def build_audit_pipeline(
         threshold = policy.audit.first_stage_threshold  # None: the method's own default
         first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
     judge = auditor if auditor is not None else build_auditor(policy, registry, chat)
-    fusion = None
+    return staged_auditor(judge, policy.audit, first_stage=first_stage)
+
+
+def staged_auditor(
+    judge: Auditor,
+    audit: AuditPolicy,
+    *,
+    first_stage: EmbeddingFirstStage | None,
+    normalizer: str = NORMALIZER_VERSION,
+) -> StagedAuditor:
+    """``judge`` behind normalisation and ``first_stage``, with the judges' fusions of
+    ``audit.calibration`` (when ``audit.combine_judges``) and the lowest tau as the floor;
+    the proxy and the benchmark runners build the same pipeline here."""
+    fusion = kind_fusion = None
     model_key = getattr(judge, "model_key", None)
-    if policy.audit.combine_judges and first_stage is not None and model_key:
+    if audit.combine_judges and first_stage is not None and model_key:
         from dmt_proxy.audit.logprob import load_calibration
 
-        fusion = load_calibration(policy.audit.calibration).fusion_for(
-            model_key, first_stage.classifier_version or ""
-        )
-    floor = min([policy.audit.tau, *policy.audit.tau_per_domain.values()])
-    return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor)
+        calibration = load_calibration(audit.calibration)
+        classifier = first_stage.classifier_version or ""
+        fusion = calibration.fusion_for(model_key, classifier)
+        kind_fusion = calibration.fusion_for(model_key, classifier, kind=True)
+    floor = min([audit.tau, *audit.tau_per_domain.values()])
+    return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor,
+                         kind_fusion=kind_fusion, normalizer=normalizer)  # fmt: skip

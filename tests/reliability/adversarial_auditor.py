@@ -39,10 +39,10 @@ from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.decision import decide
-from dmt_proxy.audit.logprob import load_calibration
+from dmt_proxy.audit.normalize import NORMALIZER_VERSION
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.audit.stages import StagedAuditor
+from dmt_proxy.audit.stages import staged_auditor
 from dmt_proxy.bench.jsonl import append_record, read_records
 from dmt_proxy.policy import AuditPolicy, load_policy
 from dmt_proxy.resources import data_dir
@@ -136,6 +136,23 @@ class Judged(BaseModel):
     def carries_bias(self) -> bool:
         """Shown with a tag naming a bias (older reports: flagged)."""
         return self.flagged if self.bias_tagged is None else self.bias_tagged
+
+
+def sample_items(items: Sequence[AdversarialItem], n: int) -> list[AdversarialItem]:
+    """``n`` items, round-robin over the (attack, expected) kinds in set order: every kind is
+    in a sample at least as large as the number of kinds. Deterministic, no seed."""
+    groups: dict[tuple[str, str], list[AdversarialItem]] = {}
+    for item in items:
+        groups.setdefault((item.attack, item.expected), []).append(item)
+    chosen: list[AdversarialItem] = []
+    depth = 0
+    while len(chosen) < min(n, len(items)):
+        for group in groups.values():
+            if depth < len(group) and len(chosen) < n:
+                chosen.append(group[depth])
+        depth += 1
+    order = {item.id: i for i, item in enumerate(items)}
+    return sorted(chosen, key=lambda item: order[item.id])
 
 
 def rate(k: int, n: int) -> float:
@@ -310,7 +327,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     call = ModelEndpoint(name=f"local/{args.model}", model=f"openai/{args.model}",
                          api_base=args.base_url, api_key="unused", timeout_s=args.timeout)  # fmt: skip
     chat = OpenAICompatChatModel()
-    options = AuditorOptions(verdict=args.verdict or policy.audit.verdict, grammar=True)
+    # The status path only: the proxy writes the rationale later (memory.write.rationale).
+    options = AuditorOptions(verdict=args.verdict or policy.audit.verdict, grammar=True,
+                             rationale=False)  # fmt: skip
     llm = LLMAuditor(chat, call, options=options, prompt_version=prompt, policy=policy.audit)
     first_stage = None
     if not args.llm_only:
@@ -318,16 +337,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         from dmt_proxy.embedder import LocalEmbedder
 
         first_stage = EmbeddingFirstStage(LocalEmbedder())
-    fusion = None
-    if first_stage is not None and policy.audit.combine_judges:
-        fusion = load_calibration().fusion_for(llm.model_key, first_stage.classifier_version or "")
-    floor = min([policy.audit.tau, *policy.audit.tau_per_domain.values()])
     auditor: Auditor = (
         llm if args.llm_only
-        else StagedAuditor(llm, first_stage=first_stage, fusion=fusion, tau_floor=floor)
+        else staged_auditor(llm, policy.audit, first_stage=first_stage, normalizer=args.normalizer)
     )  # fmt: skip
-    if args.limit:
-        keep = data.items[: args.limit]
+    if args.limit or args.sample:
+        keep = sample_items(data.items, args.sample) if args.sample else data.items[: args.limit]
         needed = {i.base for i in keep}
         data = data.model_copy(update={"items": keep,
                                        "bases": [b for b in data.bases if b.id in needed]})  # fmt: skip
@@ -344,6 +359,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                f"{data.version} --base-url {args.base_url} --model {args.model}"
                + (f" --policy {args.policy}" if args.policy else "")
                + (" --llm-only" if args.llm_only else "")
+               + (f" --prompt {args.prompt}" if args.prompt else "")
+               + f" --normalizer {args.normalizer}"
+               + (f" --sample {args.sample}" if args.sample else "")
                + f" --concurrency {args.concurrency} --out {args.out}")  # fmt: skip
     meta = {
         "model": args.model, "prompt": prompt, "tau": policy.audit.tau, "calls": len(texts),
@@ -351,7 +369,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "run_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "set": data.version,
         "command": command, "conditions": args.conditions, "auditor": llm.label,
         "pipeline": "llm only" if args.llm_only else "normalisation + first stage + LLM"
-        + (" + the two judges' fusion" if fusion is not None else ""),
+        + (" + the two judges' fusion" if getattr(auditor, "fusion", None) is not None else "")
+        + (" + the kind question" if getattr(auditor, "kind_fusion", None) is not None else ""),
     }  # fmt: skip
     result = {"meta": meta, "summary": summary,
               "judged": {k: v.model_dump() for k, v in judged.items()}}  # fmt: skip
@@ -373,9 +392,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--policy", type=Path, default=None, help="policy YAML (tau, prompt)")
     parser.add_argument("--prompt", default=None, help="auditor prompt version (default: policy's)")
     parser.add_argument("--set", default=SET_VERSION)
+    parser.add_argument(
+        "--normalizer",
+        default=NORMALIZER_VERSION,
+        help="normaliser version (normalize_v2 reproduces runs before v3)",
+    )
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--limit", type=int, default=0, help="only the first N adversarial items")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="N adversarial items, round-robin over (attack, expected) kinds",
+    )
     parser.add_argument("--out", default="", help="write <out>.md and <out>.json")
     parser.add_argument("--conditions", default="", help="how the machine was loaded (report)")
     parser.add_argument(

@@ -259,3 +259,25 @@ def test_committed_measurement_is_of_the_shipped_set(version: str) -> None:
 def test_committed_v2_evasion_rate_is_under_the_target() -> None:
     _, summary = committed("adversarial_memories_v2")
     assert summary["by_attack"]["all"]["evasion_rate"] <= EVASION_TARGET
+
+
+V4_RUNS = RESULTS / "auditor_eval_v3/runs"
+
+
+@pytest.mark.parametrize("run", ["baseline", "auditor_v4", "auditor_v5", "default"])
+def test_committed_v4_sample_measurement_is_of_the_shipped_set(run: str) -> None:
+    # The v4 measurements are of a round-robin sample (``--sample 16``): recomputed from
+    # their per-text verdicts on that sample of the shipped set, they give what was stated.
+    from tests.reliability.adversarial_auditor import sample_items
+
+    result = json.loads((V4_RUNS / run / "adversarial_memories_v4_sample16.json").read_text())
+    data = load_set("adversarial_memories_v4")
+    items = sample_items(data.items, 16)
+    bases = [b for b in data.bases if b.id in {i.base for i in items}]
+    data = data.model_copy(update={"items": items, "bases": bases})
+    judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
+    assert set(judged) == {b.id for b in bases} | {i.id for i in items}
+    summary = summarize(data, judged)
+    assert json.loads(json.dumps(summary, default=str)) == json.loads(
+        json.dumps(result["summary"], default=str)
+    )

@@ -65,7 +65,7 @@ def _slug(text: str) -> str:
 def run_auditor_eval(args: argparse.Namespace) -> int:
     """Entry point of ``dmt-bench auditor-eval``."""
     from dmt_proxy.audit.auditor import LLMAuditor
-    from dmt_proxy.audit.stages import StagedAuditor
+    from dmt_proxy.audit.stages import staged_auditor
     from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, load_items, select
     from dmt_proxy.bench.auditor_eval.metrics import summarize
     from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
@@ -81,7 +81,7 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
     items = select(load_items(path), split=args.split, limit=args.limit, seed=args.seed)
     dataset = path.stem
     chat = build_chat_model(args.settings)
-    policy = AuditPolicy(tau=args.tau)
+    policy = AuditPolicy(tau=args.tau, calibration=args.calibration)
     llm = LLMAuditor(chat, endpoint, options=auditor_options(args), prompt_version=args.prompt,
                      policy=policy)  # fmt: skip
     first_stage = None
@@ -90,12 +90,7 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
         from dmt_proxy.embedder import LocalEmbedder
 
         first_stage = EmbeddingFirstStage(LocalEmbedder())
-    fusion = None
-    if first_stage is not None:
-        from dmt_proxy.audit.logprob import load_calibration
-
-        fusion = load_calibration().fusion_for(llm.model_key, first_stage.classifier_version or "")
-    auditor = StagedAuditor(llm, first_stage=first_stage, fusion=fusion, tau_floor=args.tau)
+    auditor = staged_auditor(llm, policy, first_stage=first_stage, normalizer=args.normalizer)
     short = dataset.removeprefix("auditor_eval_")
     stem = f"auditor_eval_{short}_{_slug(args.model)}_{args.prompt}_{args.verdict}"
     if args.pipeline:
@@ -147,6 +142,9 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``auditor-eval`` and ``first-stage-eval`` to ``dmt-bench``."""
+    from dmt_proxy.audit.logprob import CALIBRATION_VERSION
+    from dmt_proxy.audit.normalize import NORMALIZER_VERSION
+
     p = subparsers.add_parser(
         "auditor-eval",
         help="precision/recall/F1 of an auditor model on the labelled memory set",
@@ -190,6 +188,16 @@ def register(subparsers: Any) -> None:
         dest="calibrate",
         action="store_false",
         help="use P(yes) as it is, without the shipped calibration",
+    )
+    p.add_argument(
+        "--calibration",
+        default=CALIBRATION_VERSION,
+        help=f"calibration version or .json file (default {CALIBRATION_VERSION})",
+    )
+    p.add_argument(
+        "--normalizer",
+        default=NORMALIZER_VERSION,
+        help=f"normaliser version (default {NORMALIZER_VERSION}; normalize_v2 before it)",
     )
     p.add_argument(
         "--pipeline",

@@ -12,6 +12,8 @@ at most the step it was in:
    policy decides (tag, quarantine, drop, clean or failed: ``store_verdict``, the
    one place a verdict is decided) and the record is updated; then the row is
    deleted, and the audit is counted (here, once per memory, whatever the auditor).
+   A tagged memory's rationale is written afterwards by a deferred job with its
+   own budget (``memory.write.rationale``): it never delays a status.
 
 Backend failures retry forever with capped exponential backoff: an acknowledged
 write is never given up. A verdict whose save fails because the outbox database is
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import cast
 
 from dmt_proxy.audit.decision import AuditDecision
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
@@ -39,6 +42,7 @@ from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdi
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.circuit import describe, is_outage
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
+from dmt_proxy.memory.write.rationale import DeferredRationales, Explainer
 from dmt_proxy.memory.write.trail import Trail
 from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
 from dmt_proxy.metrics import Metrics
@@ -84,6 +88,11 @@ class OutboxWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._in_flight: set[str] = set()
+        self.rationales: DeferredRationales | None = None
+        """The deferred rationale job (``policy.rationale`` and an auditor that explains):
+        a tagged memory's rationale is written after its status is stored, never before."""
+        if policy.rationale and auditor is not None and hasattr(auditor, "explain"):
+            self.rationales = DeferredRationales(cast(Explainer, auditor), backend)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="dmt-outbox-worker")
@@ -98,6 +107,8 @@ class OutboxWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self.rationales is not None:
+            await self.rationales.close()
 
     async def _run(self) -> None:
         sem = asyncio.Semaphore(self.concurrency)
@@ -298,6 +309,10 @@ class OutboxWorker:
             await record_verdict(self.trail, scope.user, item.id, verdict, decision, self.policy)
         await self.outbox.done(item.id)
         self._count(verdict, decision)
+        if self.rationales is not None:  # after the status is stored and the row is done
+            reply = item.answer if self.policy.include_reply else ""
+            candidate = AuditCandidate(text=item.query, reply=reply, candidate_id=item.id)
+            self.rationales.submit(scope, item.id, candidate, verdict, decision)
 
 
 async def drain(worker: OutboxWorker, *, timeout_s: float = 600.0, poll_s: float = 0.1) -> bool:
