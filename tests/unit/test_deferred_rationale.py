@@ -43,25 +43,32 @@ async def _stored(backend: InMemoryBackend) -> str:
 async def test_the_status_is_stored_before_the_rationale_and_the_rationale_follows() -> None:
     backend, explainer = InMemoryBackend(), SlowExplainer()
     memory_id = await _stored(backend)
-    decision = await store_verdict(backend, SCOPE, memory_id, VERDICT, AuditPolicy())
+    decision = await store_verdict(
+        backend, SCOPE, memory_id, VERDICT, AuditPolicy(), text=CANDIDATE.text
+    )
     job = DeferredRationales(explainer, backend)
     assert job.submit(SCOPE, memory_id, CANDIDATE, VERDICT, decision)
     await asyncio.sleep(0)
     before = await backend.get(SCOPE, memory_id)
     assert before is not None and before.audit_status is AuditStatus.TAGGED
-    assert before.tag is not None and before.tag.target_group == ""  # status first
+    assert before.tag is not None and before.tag.rationale == ""  # status first
     explainer.gate.set()
     await job.drain()
     after = await backend.get(SCOPE, memory_id)
     assert after is not None and after.tag is not None and after.audit_status is AuditStatus.TAGGED
-    assert after.tag.target_group == "older people" and "generalizes" in after.tag.rationale
+    # Grounded like every stored tag: the group is the text's own span, and the rationale
+    # is kept because it names that group.
+    assert after.tag.target_group == "Old people" and "generalizes" in after.tag.rationale
+    assert after.tag.grounding is not None and after.tag.grounding.rationale == "kept"
     assert job.written == 1
 
 
 async def test_a_status_changed_meanwhile_is_kept_and_clean_memories_get_no_job() -> None:
     backend, explainer = InMemoryBackend(), SlowExplainer()
     memory_id = await _stored(backend)
-    decision = await store_verdict(backend, SCOPE, memory_id, VERDICT, AuditPolicy())
+    decision = await store_verdict(
+        backend, SCOPE, memory_id, VERDICT, AuditPolicy(), text=CANDIDATE.text
+    )
     job = DeferredRationales(explainer, backend)
     job.submit(SCOPE, memory_id, CANDIDATE, VERDICT, decision)
     await backend.update(SCOPE, memory_id, audit_status=AuditStatus.CLEAN, tag=None)  # a reviewer
@@ -76,9 +83,35 @@ async def test_a_status_changed_meanwhile_is_kept_and_clean_memories_get_no_job(
 async def test_a_slow_rationale_is_given_up_after_its_budget() -> None:
     backend, explainer = InMemoryBackend(), SlowExplainer()  # the gate never opens
     memory_id = await _stored(backend)
-    decision = await store_verdict(backend, SCOPE, memory_id, VERDICT, AuditPolicy())
+    decision = await store_verdict(
+        backend, SCOPE, memory_id, VERDICT, AuditPolicy(), text=CANDIDATE.text
+    )
     job = DeferredRationales(explainer, backend, timeout_s=0.05)
     job.submit(SCOPE, memory_id, CANDIDATE, VERDICT, decision)
     await job.drain()
     assert job.skipped == 1 and job.written == 0
     await job.close()
+
+
+class InventingExplainer:
+    """Explains with a rationale about a group the memory never names."""
+
+    async def explain(self, candidate: AuditCandidate, verdict: AuditVerdict) -> AuditVerdict:
+        return verdict.model_copy(update={
+            "target_group": "farmers", "tendency": "farmers work harder",
+            "rationale": "Studies show people who grew up on farms work harder."})  # fmt: skip
+
+
+async def test_a_deferred_rationale_that_names_no_group_of_the_text_is_dropped() -> None:
+    backend = InMemoryBackend()
+    memory_id = await _stored(backend)
+    decision = await store_verdict(
+        backend, SCOPE, memory_id, VERDICT, AuditPolicy(), text=CANDIDATE.text
+    )
+    job = DeferredRationales(InventingExplainer(), backend)
+    job.submit(SCOPE, memory_id, CANDIDATE, VERDICT, decision)
+    await job.drain()
+    after = await backend.get(SCOPE, memory_id)
+    assert after is not None and after.tag is not None
+    assert after.tag.target_group == "Old people" and after.tag.rationale == ""
+    assert after.tag.grounding is not None and after.tag.grounding.rationale == "dropped"

@@ -21,6 +21,7 @@ import logging
 from typing import Protocol
 
 from dmt_proxy.audit.decision import AuditDecision
+from dmt_proxy.audit.grounding import ground_tag
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
@@ -89,10 +90,13 @@ class DeferredRationales:
         if stored is None or stored.audit_status is not decision.status or stored.tag is None:
             self.skipped += 1  # gone, or decided again (a reviewer): not ours to change
             return
-        tag = stored.tag.model_copy(update={
-            "rationale": explained.rationale[:1000], "target_group": explained.target_group[:200],
-            "tendency": explained.tendency[:200],
-        })  # fmt: skip
+        # Grounded like every stored tag: the judge's own group and rationale reach the agent
+        # and the console only if they name a group the memory's text names.
+        tag = ground_tag(stored.tag.model_copy(update={
+            "rationale": explained.rationale[:1000],
+            "target_group": (explained.target_group or stored.tag.target_group)[:200],
+            "tendency": (explained.tendency or stored.tag.tendency)[:200],
+        }), candidate.text)  # fmt: skip
         await self.backend.update(scope, memory_id, audit_status=decision.status, tag=tag)
         self.written += 1
 
