@@ -5,7 +5,7 @@ memory's text, so it is replayed here over verdicts that committed runs stored, 
 calling a model:
 
 * **labelled runs** (``benchmarks/results/auditor_eval_v2/runs/*.json``, and any run of
-  the same format named with ``--extra-run`` or found under ``--git-ref``): each item's
+  the same format named with ``--extra-run`` or committed under ``auditor_eval_v3/runs/``): each item's
   stored verdict is decided under the default policy (``decide``); a tag with a domain
   is one *tag*. *Before*: the judge's ``target_group`` is non-empty and occurs in the text
   (``grounding.contains``). *After*: ``ground_tag`` found a group span. Rationales: of the
@@ -26,9 +26,6 @@ calling a model:
 Run (repository root)::
 
     python benchmarks/perf/grounding_report.py --out benchmarks/results/grounding/grounding_v1
-    # with the runs committed on another branch (read through git, not a checkout):
-    python benchmarks/perf/grounding_report.py --git-dir /work/wt/auditor --git-ref auditor \\
-        --out benchmarks/results/grounding/grounding_v1
     # once those runs are in this tree: --extra-run benchmarks/results/.../run.json (repeat)
 """
 
@@ -36,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -227,32 +223,22 @@ def _is_run(run: Any) -> bool:
     return isinstance(run.get("judged"), dict)
 
 
-def git_runs(git_dir: str, ref: str) -> list[tuple[str, dict[str, Any]]]:
-    """Runs committed under ``ref``'s results: labelled ones (``items`` with stored
-    verdicts) and adversarial ones (``judged``)."""
-    names = subprocess.run(["git", "-C", git_dir, "ls-tree", "-r", "--name-only", ref,
-                            str(RESULTS)], check=True, capture_output=True, text=True).stdout  # fmt: skip
-    found: list[tuple[str, dict[str, Any]]] = []
-    for name in names.splitlines():
-        if not name.endswith(".json") or "auditor_eval" not in name or Path(name).exists():
-            continue  # only the runs this tree does not hold already
-        body = subprocess.run(["git", "-C", git_dir, "show", f"{ref}:{name}"], check=True,
-                              capture_output=True, text=True).stdout  # fmt: skip
-        try:
-            run = json.loads(body)
-        except json.JSONDecodeError:
-            continue
-        if _is_run(run):
-            found.append((f"{ref}:{name}", run))
-    return found
-
-
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """The whole report."""
     labelled: list[tuple[str, dict[str, Any]]] = []
     for path in sorted((RESULTS / "auditor_eval_v2" / "runs").glob("*.json")):
         labelled.append((str(path), json.loads(path.read_text("utf-8"))))
     adversarial = []
+    # The held-out set's runs (auditor_eval_v3 test, adversarial_memories_v4), one folder per
+    # pipeline version; their verdicts may carry fields this tree's verdict model drops.
+    for path in sorted((RESULTS / "auditor_eval_v3" / "runs").glob("*/*.json")):
+        run = json.loads(path.read_text("utf-8"))
+        if "judged" in run:
+            replayed = replay_adversarial(str(path), run)
+            if replayed is not None:
+                adversarial.append(replayed)
+        elif _is_run(run):
+            labelled.append((str(path), run))
     for extra in args.extra_run:
         run = json.loads(Path(extra).read_text("utf-8"))
         if "judged" in run:
@@ -261,14 +247,6 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
                 adversarial.append(replayed)
         else:
             labelled.append((extra, run))
-    if args.git_dir and args.git_ref:
-        for name, run in git_runs(args.git_dir, args.git_ref):
-            if "judged" in run:
-                replayed = replay_adversarial(name, run)
-                if replayed is not None:
-                    adversarial.append(replayed)
-            else:
-                labelled.append((name, run))
     for path in sorted(RESULTS.glob("adversarial_memories*.json")):
         replayed = replay_adversarial(str(path), json.loads(path.read_text("utf-8")))
         if replayed is not None:
@@ -389,8 +367,6 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="another run's json (labelled or adversarial)",
     )
-    parser.add_argument("--git-dir", default="")
-    parser.add_argument("--git-ref", default="")
     parser.add_argument("--live", default="", help="an audit_chat_mix result json")
     parser.add_argument("--out", type=Path, default=RESULTS / "grounding" / REPORT_VERSION)
     args = parser.parse_args(argv)
