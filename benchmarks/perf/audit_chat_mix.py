@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -242,7 +243,7 @@ def summarise(items: list[dict[str, Any]], run: dict[str, Any], speeds: dict[str
         ],
         "load_average_start": round(load_start, 2), "load_average_end": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(), "conditions": args.conditions,
-        "command": "nice -n 5 python benchmarks/perf/audit_chat_mix.py " + " ".join(sys.argv[1:]),
+        "command": "nice -n 5 python benchmarks/perf/audit_chat_mix.py " + shlex.join(sys.argv[1:]),
     }  # fmt: skip
 
 
