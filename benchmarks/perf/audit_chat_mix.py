@@ -50,9 +50,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _procs import start, stop  # noqa: E402
+from audit_throughput import TimingAuditor  # noqa: E402
 
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict  # noqa: E402
-from dmt_proxy.audit.stages import StagedAuditor, build_audit_pipeline  # noqa: E402
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL  # noqa: E402
+from dmt_proxy.audit.stages import build_audit_pipeline  # noqa: E402
 from dmt_proxy.bench.stats import percentile  # noqa: E402
 from dmt_proxy.memory.base import Scope  # noqa: E402
 from dmt_proxy.memory.in_memory import InMemoryBackend  # noqa: E402
@@ -76,21 +77,6 @@ PROBE_TEXT = (
     "is prefilled. The quick brown fox jumps over the lazy dog while the committee reviews "
     "quarterly figures, the weather turns, trains run late and someone bakes bread. "
 )
-
-
-class TimingAuditor:
-    """The pipeline, recording each memory's verdict and when it was decided."""
-
-    def __init__(self, inner: StagedAuditor) -> None:
-        self.inner = inner
-        self.verdicts: dict[str, AuditVerdict] = {}
-        self.finished_at: dict[str, float] = {}
-
-    async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
-        verdict = await self.inner.audit(candidate)
-        self.verdicts[candidate.candidate_id] = verdict
-        self.finished_at[candidate.candidate_id] = time.time()
-        return verdict
 
 
 def server_metrics(base: str) -> dict[str, float]:

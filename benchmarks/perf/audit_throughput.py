@@ -33,7 +33,7 @@ from typing import Any
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
 from dmt_proxy.bench.stats import percentile
@@ -52,14 +52,15 @@ TARGET_AUDITS_PER_S = 1.0
 
 
 class TimingAuditor:
-    """Wraps the pipeline to record each memory's verdict (for latency and outcomes)."""
+    """Wraps the pipeline to record each memory's verdict and when it was decided (for
+    latency and outcomes; `audit_chat_mix.py` uses it too)."""
 
     def __init__(self, inner: StagedAuditor) -> None:
         self.inner = inner
-        self.verdicts: dict[str, Any] = {}
+        self.verdicts: dict[str, AuditVerdict] = {}
         self.finished_at: dict[str, float] = {}
 
-    async def audit(self, candidate: Any) -> Any:
+    async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
         verdict = await self.inner.audit(candidate)
         self.verdicts[candidate.candidate_id] = verdict
         self.finished_at[candidate.candidate_id] = time.time()
