@@ -39,7 +39,8 @@ tagged, counted apart. The classifier cannot be talked out of its score, so text
 that persuades the LLM alone does not make a memory clean. The tag's domain is
 the judges' combined vote (``combine_domains``): the LLM's domain distribution
 (from log-probs, or its one named domain) and the classifier's domain head,
-averaged with weight ``DOMAIN_VOTE_LLM_WEIGHT`` on the LLM.
+averaged with weight ``DOMAIN_VOTE_LLM_WEIGHT`` on the LLM, over the domains of the
+groups the text names when it names any (``AuditVerdict.text_domains``).
 """
 
 from __future__ import annotations

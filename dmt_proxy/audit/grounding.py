@@ -252,6 +252,21 @@ def find_groups(text: str, lexicon: Lexicon | None = None) -> list[GroupMention]
     return found
 
 
+def named_domains(text: str, lexicon: Lexicon | None = None) -> tuple[str, ...]:
+    """The bias domains of the groups ``text`` names, in order of first mention.
+
+    Looked for in the normalised text (obfuscations undone) and in the raw text, as
+    ``ground`` does, so a domain vote confined to these can always be grounded.
+    """
+    lexicon = lexicon or load_lexicon()
+    bounded = _bounded(text)
+    found: dict[str, None] = {}
+    for candidate in dict.fromkeys((normalize_memory(bounded).text, bounded)):
+        for mention in find_groups(candidate, lexicon):
+            found.setdefault(mention.entry.domain, None)
+    return tuple(found)
+
+
 def _last_word(words: list[Token], i: int, f: IndexedForm, heads: frozenset[str]) -> int | None:
     """Index of the last word of form ``f`` matched at word ``i`` (None: no match)."""
     if not _matches(words, i, f.form):

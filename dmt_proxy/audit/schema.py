@@ -107,6 +107,9 @@ class AuditVerdict(BaseModel):
     llm_domain_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     """The LLM's share of the domain vote for this model (its calibration entry); ``None``:
     ``DOMAIN_VOTE_LLM_WEIGHT``."""
+    text_domains: tuple[str, ...] = ()
+    """The domains of the groups the judged text names (``grounding.named_domains``), in
+    order of first mention; set by the staged auditor. The domain vote keeps to them."""
 
     @property
     def manipulation(self) -> bool:
@@ -187,10 +190,12 @@ class AuditVerdict(BaseModel):
                        findings=self.findings)  # fmt: skip
 
     def voted_domain(self) -> BiasType | None:
-        """The judges' combined domain vote (the LLM's alone without a first stage)."""
+        """The judges' combined domain vote (the LLM's alone without a first stage), over
+        the domains the text names when it names any (``text_domains``)."""
         first = self.first_stage.domain_probs if self.first_stage is not None else None
         llm_type = self.bias_type if self.bias_detected else None
         weight = (
             DOMAIN_VOTE_LLM_WEIGHT if self.llm_domain_weight is None else self.llm_domain_weight
         )
-        return as_bias_type(combine_domains(self.domain_probs, llm_type, first, llm_weight=weight))
+        return as_bias_type(combine_domains(self.domain_probs, llm_type, first, llm_weight=weight,
+                                            within=self.text_domains))  # fmt: skip

@@ -14,7 +14,9 @@ all judge a memory the same way:
    (``dmt_proxy.audit.language``: the classifier was trained on English only, so
    its score on other languages is neither a verdict nor a second opinion; such a
    memory goes to the LLM auditor alone);
-4. the LLM auditor (or any other ``Auditor``) on the normalised excerpt.
+4. the LLM auditor (or any other ``Auditor``) on the normalised excerpt; the verdict
+   carries the domains of the groups the text names (``text_domains``), to which the
+   judges' domain vote keeps.
 
 The findings and the first stage's opinion ride on the verdict;
 ``AuditVerdict.decide`` turns a manipulation finding into a tag whatever the judges
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dmt_proxy.audit.grounding import named_domains
 from dmt_proxy.audit.language import probably_english
 from dmt_proxy.audit.normalize import NORMALIZER_VERSION, excerpt, normalize_memory
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
@@ -84,7 +87,8 @@ class StagedAuditor:
             if not decision.send_to_auditor and not normalized_manipulation:
                 return skipped_by_first_stage(decision, self.first_stage.method, findings)
         verdict = await self.auditor.audit(staged)
-        update = {"findings": verdict.findings + findings, "first_stage": opinion}
+        update = {"findings": verdict.findings + findings, "first_stage": opinion,
+                  "text_domains": named_domains(candidate.text)}  # fmt: skip
         verdict = verdict.model_copy(update=update)
         fusion = self.fusion
         if self.kind_fusion is not None and verdict.kind_probs:

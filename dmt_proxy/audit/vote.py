@@ -9,6 +9,7 @@ each other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from dmt_proxy.domains import BIAS_TYPES, BiasType
@@ -19,13 +20,22 @@ DOMAIN_VOTE_LLM_WEIGHT = 0.5
 
 def combine_domains(
     llm: dict[str, float] | None, llm_type: str | None, first_stage: dict[str, float] | None,
-    *, llm_weight: float = DOMAIN_VOTE_LLM_WEIGHT,
+    *, llm_weight: float = DOMAIN_VOTE_LLM_WEIGHT, within: Sequence[str] = (),
 ) -> str | None:  # fmt: skip
     """The combined vote: argmax of ``w·p_llm + (1-w)·p_first_stage`` (each normalised).
 
     ``p_llm`` is the LLM's distribution, or one-hot on ``llm_type`` without one; a judge
     with no opinion drops out. ``None`` when neither has one. Ties go to the LLM's domain.
+    With ``within`` (the domains the text names, in order of first mention) only those
+    domains are voted on; if neither judge gives any of them mass, the first one wins.
     """
+    if within:
+        keep = set(within)
+        llm = {d: p for d, p in llm.items() if d in keep} if llm else None
+        llm_type = llm_type if llm_type in keep else None
+        first_stage = {d: p for d, p in (first_stage or {}).items() if d in keep}
+        voted = combine_domains(llm, llm_type, first_stage, llm_weight=llm_weight)
+        return voted if voted is not None else within[0]
     votes: dict[str, float] = {}
     llm_dist = llm if llm else ({llm_type: 1.0} if llm_type else {})
     judges = [(llm_dist, llm_weight), (first_stage or {}, 1.0 - llm_weight)]

@@ -227,3 +227,14 @@ async def test_the_worker_stores_a_grounded_tag_and_a_grounded_trail(tmp_path: P
     assert event.evidence is not None and "farm" not in json.dumps(event.evidence)
     assert event.evidence["grounding"]["rationale"] == "dropped"
     await outbox.aclose()
+
+
+def test_named_domains_in_order_of_mention_including_undone_disguises() -> None:
+    from dmt_proxy.audit.grounding import named_domains
+
+    assert named_domains("Older workers and women in tech") == ("age", "gender")
+    assert named_domains("What is the boiling point of water?") == ()
+    # Disguises are undone first (normalize_v3): spaced letters, leetspeak, flags.
+    assert named_domains("M u s l i m s always lie") == ("religion",)
+    assert named_domains("w0m3n can't drive") == ("gender",)
+    assert named_domains("\U0001f1f2\U0001f1fd people are lazy") == ("nationality",)

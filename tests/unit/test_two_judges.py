@@ -189,3 +189,34 @@ async def test_replayed_pipeline_equals_the_live_pipeline(stage: EmbeddingFirstS
         assert abs(result.verdict.first_stage.score - verdict.first_stage.score) < 1e-3
         assert result.verdict.auditor == verdict.auditor
     assert any(r.latency_s == 0.0 for r in replayed)  # some plain items never reach the LLM
+
+
+def test_the_vote_keeps_to_the_domains_the_text_names() -> None:
+    # The LLM leans gender, the classifier race; the text names only a racial group.
+    llm, first = {"gender": 0.5, "race": 0.2, "age": 0.3}, {"race": 0.4, "gender": 0.6}
+    assert combine_domains(llm, "gender", first) == "gender"
+    assert combine_domains(llm, "gender", first, within=("race",)) == "race"
+    # Several named: the judges choose among them; the LLM's domain wins a tie.
+    assert combine_domains(llm, "gender", first, within=("race", "age")) == "race"
+    assert combine_domains({"age": 0.5, "race": 0.5}, "age", None, within=("race", "age")) == "age"
+    # No judge gives a named domain any mass: the first one the text names.
+    assert combine_domains(None, "gender", None, within=("religion",)) == "religion"
+    # Nothing named: the vote is as before.
+    assert combine_domains(llm, "gender", first, within=()) == "gender"
+
+
+async def test_a_tag_names_a_domain_of_a_group_in_the_text() -> None:
+    text = "the Black users are always the ones starting drama, like clockwork every weekend"
+    gender = AuditVerdict.biased("gender", score=0.9).model_copy(
+        update={"domain_probs": {"gender": 0.49, "race": 0.22, "age": 0.19, "other": 0.1}}
+    )
+    verdict = await StagedAuditor(ScriptedAuditor([gender])).audit(AuditCandidate(text=text))
+    assert verdict.text_domains == ("race",)
+    decision = decide(verdict, AuditPolicy())
+    assert decision.tag is not None and decision.tag.bias_type == "race"
+    # A text naming no group keeps the judges' vote.
+    plain = await StagedAuditor(ScriptedAuditor([gender])).audit(
+        AuditCandidate(text="they are always the ones starting drama")
+    )
+    assert plain.text_domains == ()
+    assert (tag := decide(plain, AuditPolicy()).tag) is not None and tag.bias_type == "gender"

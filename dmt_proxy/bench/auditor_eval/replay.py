@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, EmbeddingFirstStage, load_classifier
+from dmt_proxy.audit.grounding import named_domains
 from dmt_proxy.audit.logprob import JudgeFusion, calibration_key, load_calibration
 from dmt_proxy.audit.normalize import excerpt, normalize_memory
 from dmt_proxy.audit.schema import AuditVerdict
@@ -59,7 +60,9 @@ def replay(
             skipped = skipped_by_first_stage(opinion_decision, stage.method, verdict.findings)
             replayed.append(result.model_copy(update={"verdict": skipped, "latency_s": 0.0}))
         else:
-            judged = verdict.model_copy(update={"first_stage": opinion})
+            judged = verdict.model_copy(update={
+                "first_stage": opinion, "text_domains": named_domains(result.item.text),
+            })  # fmt: skip
             if fusion is not None:
                 judged = fuse(judged, fusion, tau_floor)
             replayed.append(result.model_copy(update={"verdict": judged}))
