@@ -72,6 +72,8 @@ MANIPULATION_RULES: tuple[str, ...] = (
     "instruction_override",
     "verdict_request",
     "role_marker",
+    "planted_request",
+    "planted_verdict",
 )
 """The rules of ``dmt_proxy.audit.normalize`` (a bounded metric label set)."""
 
