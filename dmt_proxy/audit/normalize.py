@@ -391,6 +391,19 @@ def normalize_memory(text: str, version: str = NORMALIZER_VERSION) -> Normalized
     )  # fmt: skip
 
 
+_PLACEHOLDER = re.compile("|".join(re.escape(p) for p in sorted(set(PLACEHOLDERS.values()))))
+
+
+def without_placeholders(text: str) -> str:
+    """``text`` without the normaliser's placeholders: what the embedding first stage scores.
+
+    The placeholders tell the LLM judge that something was removed; to a classifier over
+    sentence embeddings they are sentences of their own, and "text addressed to the auditor
+    removed" scored like a remark about people (0.51 became 0.63 on a travel question).
+    """
+    return _tidy(_PLACEHOLDER.sub(" ", text))
+
+
 def excerpt(text: str, max_chars: int) -> tuple[str, Finding | None]:
     """A bounded excerpt of ``text`` for the judges, and the finding that states it.
 

@@ -108,8 +108,9 @@ class AuditVerdict(BaseModel):
     """The LLM's share of the domain vote for this model (its calibration entry); ``None``:
     ``DOMAIN_VOTE_LLM_WEIGHT``."""
     text_domains: tuple[str, ...] = ()
-    """The domains of the groups the judged text names (``grounding.named_domains``), in
-    order of first mention; set by the staged auditor. The domain vote keeps to them."""
+    """The domains of the groups the judged text names (``grounding.named_domains`` of the
+    normalised text, so a group named only in a removed injection does not count), in order
+    of first mention; set by the staged auditor. The domain vote keeps to them."""
 
     @property
     def manipulation(self) -> bool:

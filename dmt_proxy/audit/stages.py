@@ -8,7 +8,8 @@ all judge a memory the same way:
    and manipulation findings;
 2. an oversized memory is cut to a bounded excerpt (head and tail), stated as an
    ``excerpt`` finding; it is never skipped;
-3. the embedding first stage, when configured: a memory it scores below its
+3. the embedding first stage, when configured, on the text without the normaliser's
+   placeholders (``without_placeholders``): a memory it scores below its
    threshold is decided clean without an LLM call, unless normalisation found a
    manipulation attempt or the text is probably not English
    (``dmt_proxy.audit.language``: the classifier was trained on English only, so
@@ -29,7 +30,12 @@ from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.grounding import named_domains
 from dmt_proxy.audit.language import probably_english
-from dmt_proxy.audit.normalize import NORMALIZER_VERSION, excerpt, normalize_memory
+from dmt_proxy.audit.normalize import (
+    NORMALIZER_VERSION,
+    excerpt,
+    normalize_memory,
+    without_placeholders,
+)
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 
 if TYPE_CHECKING:
@@ -82,13 +88,14 @@ class StagedAuditor:
         opinion = None
         english = self.normalizer == "normalize_v2" or probably_english(staged.text)
         if self.first_stage is not None and english:
-            decision = await self.first_stage.decide(staged)
+            scored = staged.model_copy(update={"text": without_placeholders(staged.text)})
+            decision = await self.first_stage.decide(scored)
             opinion = decision.opinion(self.first_stage.method)
             if not decision.send_to_auditor and not normalized_manipulation:
                 return skipped_by_first_stage(decision, self.first_stage.method, findings)
         verdict = await self.auditor.audit(staged)
         update = {"findings": verdict.findings + findings, "first_stage": opinion,
-                  "text_domains": named_domains(candidate.text)}  # fmt: skip
+                  "text_domains": named_domains(staged.text)}  # fmt: skip
         verdict = verdict.model_copy(update=update)
         fusion = self.fusion
         if self.kind_fusion is not None and verdict.kind_probs:

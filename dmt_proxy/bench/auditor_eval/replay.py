@@ -27,7 +27,7 @@ from typing import Any
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, EmbeddingFirstStage, load_classifier
 from dmt_proxy.audit.grounding import named_domains
 from dmt_proxy.audit.logprob import JudgeFusion, calibration_key, load_calibration
-from dmt_proxy.audit.normalize import excerpt, normalize_memory
+from dmt_proxy.audit.normalize import excerpt, normalize_memory, without_placeholders
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, fuse, skipped_by_first_stage
 from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
@@ -43,13 +43,14 @@ def replay(
     fusion: JudgeFusion | None = None, tau_floor: float = 0.5,
 ) -> list[ItemResult]:  # fmt: skip
     """The pipeline's results, from the LLM's results on every item."""
-    texts = []
+    texts, judged_texts = [], []
     for result in results:
         normalized = normalize_memory(result.item.text)
-        texts.append(excerpt(normalized.text, AUDIT_MAX_CHARS)[0])
+        judged_texts.append(excerpt(normalized.text, AUDIT_MAX_CHARS)[0])
+        texts.append(without_placeholders(judged_texts[-1]))
     scores = stage.score_many(texts)
     replayed = []
-    for result, score in zip(results, scores, strict=True):
+    for result, score, judged_text in zip(results, scores, judged_texts, strict=True):
         opinion_decision = stage.decision_for(score)
         opinion = opinion_decision.opinion(stage.method)
         verdict = result.verdict
@@ -61,7 +62,7 @@ def replay(
             replayed.append(result.model_copy(update={"verdict": skipped, "latency_s": 0.0}))
         else:
             judged = verdict.model_copy(update={
-                "first_stage": opinion, "text_domains": named_domains(result.item.text),
+                "first_stage": opinion, "text_domains": named_domains(judged_text),
             })  # fmt: skip
             if fusion is not None:
                 judged = fuse(judged, fusion, tau_floor)
