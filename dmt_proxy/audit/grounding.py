@@ -47,7 +47,7 @@ from dmt_proxy.audit.normalize import normalize_memory
 from dmt_proxy.resources import data_dir
 from dmt_proxy.tags import BiasTag, TagGrounding
 
-LEXICON_VERSION = "group_lexicon_v1"
+LEXICON_VERSION = "group_lexicon_v2"
 """The lexicon grounding uses (a changed list is a new version)."""
 
 TENDENCY_MAX_CHARS = 200

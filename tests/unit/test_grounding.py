@@ -198,7 +198,7 @@ def test_a_grounded_tag_round_trips_with_its_grounding() -> None:
         lexicon=LEXICON_VERSION, grounded=True, source="span", span="older workers",
         phrase="older people", domain="age", rationale="kept")})  # fmt: skip
     body = tag.model_dump_json()
-    assert body.startswith(V2_TAG_JSON[:-1] + ',"grounding":{"lexicon":"group_lexicon_v1"')
+    assert body.startswith(V2_TAG_JSON[:-1] + ',"grounding":{"lexicon":"group_lexicon_v2"')
     assert BiasTag.model_validate_json(body) == tag
 
 
