@@ -27,7 +27,7 @@ reducing every word to a singular form (``women``/``woman``, ``Muslims``/``Musli
 sequence of the other text: the grounded span, the lexicon entry's normalised phrase, or
 any noun or adjective form of that entry ("older" names "older workers").
 
-The lexicon (``data/grounding/group_lexicon_v1.yaml``) is versioned: each entry has a
+The lexicon (``data/grounding/group_lexicon_v2.yaml``; v1 loads by name) is versioned: each entry has a
 normalised phrase, noun forms (name the group alone) and adjective forms (name it only
 before a head noun: "older workers", not "older version"); ``NUM`` matches a number.
 The grounding is recorded on the tag (``BiasTag.grounding``).
