@@ -199,8 +199,9 @@ class FirstStageDecision(BaseModel):
         )  # fmt: skip
 
 
-def split_pieces(text: str, max_pieces: int = 40) -> list[str]:
-    """Sentences of ``text`` plus each pair of neighbouring sentences (short fragments merged)."""
+def split_pieces(text: str, max_pieces: int = 40, *, pairs: bool = True) -> list[str]:
+    """Sentences of ``text`` plus (``pairs``) each pair of neighbouring sentences (short
+    fragments merged)."""
     sentences: list[str] = []
     for raw in _SENTENCE_END.split(text):
         part = raw.strip()
@@ -212,8 +213,10 @@ def split_pieces(text: str, max_pieces: int = 40) -> list[str]:
             sentences.append(part)
     if not sentences:
         return [text.strip()] if text.strip() else []
-    pairs = [f"{a} {b}" for a, b in itertools.pairwise(sentences)]
-    return (sentences + pairs)[:max_pieces]
+    if not pairs:
+        return sentences[:max_pieces]
+    neighbours = [f"{a} {b}" for a, b in itertools.pairwise(sentences)]
+    return (sentences + neighbours)[:max_pieces]
 
 
 class EmbeddingFirstStage:
