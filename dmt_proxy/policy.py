@@ -121,7 +121,7 @@ class AuditPolicy(BaseModel):
     installed one; checked against the registry when the auditor is built (start-up)."""
     auditor_model: str = "local/qwen2.5-1.5b"
     auditor_prompt: str = "auditor_v3"
-    calibration: str = Field(default="calibration_v1", min_length=1)
+    calibration: str = Field(default="calibration_v3", min_length=1)
     """The auditor's calibration: a shipped version, or a ``.json`` file written by
     ``dmt-proxy calibrate --from-reviews`` (a refit is used only once a policy names it)."""
     ssp_prompt: str = "ssp_v1"

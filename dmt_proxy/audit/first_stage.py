@@ -11,9 +11,12 @@ sentences) and every piece is embedded with the local MiniLM model. Two scorers:
   paper's bias list (Table 3): ``score(m) = max_{s, p} cos(e(s), e(p))``.
 
 Versions: v1 (biased/neutral only) and v2 were trained on ``auditor_eval_v1/train``;
-v3 (the default) on ``auditor_eval_v1/train`` + ``auditor_eval_v2/train``, which lifts
-AUC on v2's test split from 0.88 to 0.90 and its domain head's accuracy there from
-0.68 to 0.81 (benchmarks/results/auditor_eval_v2.md).
+v3 on ``auditor_eval_v1/train`` + ``auditor_eval_v2/train``, which lifts AUC on v2's
+test split from 0.88 to 0.90 and its domain head's accuracy there from 0.68 to 0.81
+(benchmarks/results/auditor_eval_v2.md). v4 (the default) adds ``auditor_eval_v3/train``:
+texts that name a group without judging it (facts, law, research, support,
+self-description, reported speech the speaker rejects) as negatives, judgments and
+benevolent stereotypes as positives (benchmarks/results/auditor_eval_v3/first_stage_v4.md).
 
 Since ``first_stage_classifier_v2`` the classifier has a second head: a softmax
 over the nine domains, trained on the stereotype pieces of the train split, giving
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 PROTOTYPES_VERSION = "stereotypes_v1"
-CLASSIFIER_VERSION = "first_stage_classifier_v3"
+CLASSIFIER_VERSION = "first_stage_classifier_v4"
 SIMILARITY_DEFAULT_THRESHOLD = 0.28
 """Lowest similarity of a biased train item, rounded down (see the eval report)."""
 Method = Literal["classifier", "similarity"]
@@ -199,8 +202,9 @@ class FirstStageDecision(BaseModel):
         )  # fmt: skip
 
 
-def split_pieces(text: str, max_pieces: int = 40) -> list[str]:
-    """Sentences of ``text`` plus each pair of neighbouring sentences (short fragments merged)."""
+def split_pieces(text: str, max_pieces: int = 40, *, pairs: bool = True) -> list[str]:
+    """Sentences of ``text`` plus (``pairs``) each pair of neighbouring sentences (short
+    fragments merged)."""
     sentences: list[str] = []
     for raw in _SENTENCE_END.split(text):
         part = raw.strip()
@@ -212,8 +216,10 @@ def split_pieces(text: str, max_pieces: int = 40) -> list[str]:
             sentences.append(part)
     if not sentences:
         return [text.strip()] if text.strip() else []
-    pairs = [f"{a} {b}" for a, b in itertools.pairwise(sentences)]
-    return (sentences + pairs)[:max_pieces]
+    if not pairs:
+        return sentences[:max_pieces]
+    neighbours = [f"{a} {b}" for a, b in itertools.pairwise(sentences)]
+    return (sentences + neighbours)[:max_pieces]
 
 
 class EmbeddingFirstStage:

@@ -12,10 +12,14 @@ from dmt_proxy.audit.first_stage import (
     split_pieces,
 )
 from dmt_proxy.audit.schema import AuditCandidate
+from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.auditor_eval.first_stage_train import (
+    Pieces,
     choose_threshold,
+    fit_items,
     fit_logistic,
     item_scores,
+    needs_span,
 )
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import EMBEDDING_DIMS, LocalEmbedder
@@ -43,6 +47,8 @@ def test_split_pieces_gives_sentences_and_neighbour_pairs() -> None:
     assert "First sentence here. Second one is here!" in pieces
     assert split_pieces("") == [] and split_pieces("   ") == []
     assert len(split_pieces(". ".join(["word sentence"] * 100))) == 40
+    assert split_pieces("First sentence here. Second one is here!", pairs=False) == [
+        "First sentence here.", "Second one is here!"]  # fmt: skip
 
 
 def test_prototypes_cover_every_domain() -> None:
@@ -102,3 +108,31 @@ def test_logistic_fit_separates_a_toy_problem_and_threshold_rule() -> None:
     # items scoring 0.72 and 0.9 are biased: highest grid value keeping both is 0.70 -> 0.65.
     assert choose_threshold(np.array([0.72, 0.9, 0.1]), np.array([True, True, False])) == 0.65
     assert choose_threshold(np.array([0.01]), np.array([True])) == 0.0
+
+
+def _v3_item(id_: str, text: str, label: str, kind: str) -> EvalItem:
+    return EvalItem(id=id_, text=text, label=label, kind=kind, split="train",  # type: ignore[arg-type]
+                    domain="age", strategy="generalisation" if label == "biased" else None)  # fmt: skip
+
+
+def test_spanless_biased_items_get_their_best_sentence_as_positive() -> None:
+    """v3 texts mark no span: the sentence a fit without them scores highest (here the one
+    like the known stereotype) becomes the positive, with every pair containing it; the
+    sentence naming the group without judging it stays a negative."""
+    known = _v3_item("v2-train-age-01", "Old staff are slow.", "biased", "stereotype")
+    known = known.model_copy(update={"span": "Old staff are slow."})
+    mention = _v3_item("v3-train-age-90", "My aunt is 70. She likes chess.", "neutral",
+                       "mention_fact")  # fmt: skip
+    judged = _v3_item("v3-train-age-01", "My aunt is 70. Old people are slow. Any tips?",
+                      "biased", "judgment")  # fmt: skip
+    items = [known, mention, judged]
+    assert needs_span(judged) and not needs_span(known) and not needs_span(mention)
+    texts = Pieces(items, {}).texts
+    slow = np.array([1.0 if "slow" in t else 0.0 for t in texts])
+    vectors = np.stack([slow, 1.0 - slow, np.ones(len(texts))], axis=1)
+    fit = fit_items(items, {}, vectors)
+    assert fit.spans == {"v3-train-age-01": "Old people are slow."}
+    positives = {t for t, y in zip(fit.pieces.texts, fit.pieces.labels, strict=True) if y}
+    assert positives == {"Old staff are slow.", "Old people are slow.",
+                         "My aunt is 70. Old people are slow.",
+                         "Old people are slow. Any tips?"}  # fmt: skip

@@ -96,8 +96,10 @@ def test_agreement_or_an_unsure_classifier_keeps_the_llm_verdict() -> None:
 
 def test_shipped_classifier_has_a_domain_head_and_confidence_levels() -> None:
     model = load_classifier()
-    assert model.version == "first_stage_classifier_v3" and model.domains == list(DOMAINS)
-    assert model.trained_on == "auditor_eval_v1/train+auditor_eval_v2/train"
+    assert model.version == "first_stage_classifier_v4" and model.domains == list(DOMAINS)
+    trained = "auditor_eval_v1/train+auditor_eval_v2/train+auditor_eval_v3/train"
+    assert model.trained_on == trained
+    assert load_classifier("first_stage_classifier_v3").version == "first_stage_classifier_v3"
     assert len(model.domain_weights) == len(DOMAINS) == len(model.domain_bias)
     assert model.confident_bias is not None and model.confident_bias > model.threshold
     assert model.confident_clean is None or model.confident_clean <= model.threshold
@@ -220,3 +222,59 @@ async def test_a_tag_names_a_domain_of_a_group_in_the_text() -> None:
     )
     assert plain.text_domains == ()
     assert (tag := decide(plain, AuditPolicy()).tag) is not None and tag.bias_type == "gender"
+
+
+async def test_replaying_a_pipeline_run_equals_the_live_pipeline(
+    stage: EmbeddingFirstStage,
+) -> None:
+    # A pipeline run's verdicts (fused, some decided by the gate alone, some not English)
+    # replayed with the same classifier and fusion decide as the live pipeline did; an item
+    # the gate cleared gets the stated bound only if the new gate would send it on.
+    from dmt_proxy.audit.logprob import JudgeFusion
+    from dmt_proxy.bench.auditor_eval.dataset import (
+        DATASET_V2,
+        DATASET_V3,
+        dataset_path,
+        load_items,
+    )
+    from dmt_proxy.bench.auditor_eval.replay import llm_verdict, replay
+    from dmt_proxy.bench.auditor_eval.runner import ItemResult
+
+    train = [i for i in load_items(dataset_path(DATASET_V3)) if i.split == "train"]
+    plain = [i for i in load_items(dataset_path(DATASET_V2))
+             if i.kind == "question" and i.split == "train"][:6]  # fmt: skip
+    items = [*train[:8], *[i for i in train if i.language == "fr"][:2], *train[-8:], *plain]
+    by_text = {i.text: i for i in items}
+
+    def llm(candidate: AuditCandidate) -> AuditVerdict:
+        item = by_text[candidate.text]
+        p = 0.8 if item.biased else 0.45
+        verdict = AuditVerdict.biased("age", score=p) if p >= 0.5 else AuditVerdict.clean(score=p)
+        return verdict.model_copy(update={"p_raw": p, "domain_probs": {"age": 0.7, "race": 0.3}})
+
+    fusion = JudgeFusion(w_llm=1.5, w_first=1.0, b=-0.4, classifier="c", trained_on="t", n=1,
+                         positives=1, auc_llm=0.5, auc_first=0.5, auc_fused=0.5)  # fmt: skip
+    live = StagedAuditor(ScriptedAuditor(llm), first_stage=stage, fusion=fusion)
+    verdicts = [await live.audit(AuditCandidate(text=i.text)) for i in items]
+    run = [
+        ItemResult(item=i, verdict=v, latency_s=1.0) for i, v in zip(items, verdicts, strict=True)
+    ]
+    assert any(llm_verdict(v) is None for v in verdicts)  # the gate decided some alone
+    assert any(v.first_stage is None for v in verdicts)  # French: the LLM alone
+    replayed = replay(run, stage, fusion=fusion, missing="tagged")
+    policy = AuditPolicy()
+    for item, verdict, result in zip(items, verdicts, replayed, strict=True):
+        assert result.verdict is not None
+        assert decide(result.verdict, policy).status == decide(verdict, policy).status, item.id
+        assert abs(result.verdict.score - verdict.score) < 1e-3
+        assert not result.verdict.auditor.startswith("bound/")
+    fused = next(v for v in verdicts if v.llm_score is not None)
+    own = llm_verdict(fused)
+    assert own is not None and own.score == fused.llm_score and own.first_stage is None
+    # A gate that clears nothing alone needs the LLM on what the run's gate cleared: bounds.
+    opened = EmbeddingFirstStage(LocalEmbedder(), threshold=0.0)
+    bounded = replay(run, opened, fusion=fusion, missing="tagged")
+    stand_ins = [
+        r for r in bounded if r.verdict is not None and r.verdict.auditor == "bound/tagged"
+    ]
+    assert len(stand_ins) == sum(llm_verdict(v) is None for v in verdicts)

@@ -10,11 +10,17 @@ train items, ``first_stage_oof``) the fusion of the two judges
 ``--domain-weight`` the LLM's share of the domain vote (grid 0, 0.1, ..., 1, against
 the classifier head's domain distribution on the same items; the head has seen
 those items in training, so the weight it leaves the LLM is, if anything, too low).
-Usage::
+With ``--base`` the file starts from that shipped calibration (written under
+``--version``), and ``--fusion-only`` adds the fusion without refitting the Platt entry
+(its domain weight included). Usage::
 
     python -m dmt_proxy.bench.auditor_eval.calibrate --model qwen2.5-1.5b \\
         --prompt auditor_v3 RUN.json [RUN.json ...] \\
         [--first-stage-oof OOF.json --classifier first_stage_classifier_v3]
+    python -m dmt_proxy.bench.auditor_eval.calibrate --model qwen2.5-1.5b \\
+        --prompt auditor_v3 RUN.json --first-stage-oof OOF.json \\
+        --classifier first_stage_classifier_v4 --fusion-only \\
+        --base calibration_v2 --version calibration_v3 --out calibration_v3.json
 """
 
 from __future__ import annotations
@@ -126,6 +132,15 @@ def calibrate(model: str, prompt: str, reports: Sequence[dict[str, Any]]) -> Pla
     return fit_platt(raw, labels, trained_on=trained_on)
 
 
+def _base(base: str | None, out: Path) -> Calibration:
+    """The calibration the written file starts from."""
+    if base is not None:
+        return load_calibration(base)
+    if out.exists():
+        return Calibration.model_validate(json.loads(out.read_text(encoding="utf-8")))
+    return Calibration(version=CALIBRATION_VERSION)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model id, e.g. qwen2.5-1.5b")
@@ -147,18 +162,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--classifier", default=CLASSIFIER_VERSION,
                         help="the classifier those scores come from")  # fmt: skip
+    parser.add_argument("--base", default=None,
+                        help="shipped calibration to start from (default: --out if it exists)")  # fmt: skip
+    parser.add_argument("--version", default=None, help="version written (default: the base's)")
+    parser.add_argument("--description", default=None, help="description written")
+    parser.add_argument("--fusion-only", action="store_true",
+                        help="keep the base's Platt entry; fit only the fusion")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.fusion_only and args.first_stage_oof is None:
+        parser.error("--fusion-only needs --first-stage-oof")
     reports = [json.loads(p.read_text(encoding="utf-8")) for p in args.reports]
     key = calibration_key(args.model, args.prompt)
-    entry = calibrate(args.model, args.prompt, reports)
-    if args.domain_weight:
+    current = _base(args.base, args.out)
+    entry = current.entries.get(key) if args.fusion_only else None
+    entry = entry or calibrate(args.model, args.prompt, reports)
+    if args.domain_weight and not args.fusion_only:
         llm, head, truth = domain_vote_data(reports)
         if truth:
             weight, accuracy = fit_domain_weight(llm, head, truth)
             entry = entry.model_copy(update={"domain_weight": weight})
             print(f"domain vote: LLM weight {weight} (train accuracy {accuracy:.2f}, "
                   f"{len(truth)} items)", file=sys.stderr)  # fmt: skip
-    current = load_calibration() if args.out.exists() else Calibration(version=CALIBRATION_VERSION)
     entries = {**current.entries, key: entry}
     fusions = dict(current.fusion)
     if args.first_stage_oof is not None:
@@ -170,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fusion {key}+{args.classifier}: {fusion.model_dump()}", file=sys.stderr)
     updated = current.model_copy(update={"entries": dict(sorted(entries.items())),
                                          "fusion": dict(sorted(fusions.items()))})  # fmt: skip
+    if args.version:
+        updated = updated.model_copy(update={"version": args.version})
+    if args.description:
+        updated = updated.model_copy(update={"description": args.description})
     args.out.write_text(json.dumps(updated.model_dump(), indent=1) + "\n", encoding="utf-8")
     print(f"{calibration_key(args.model, args.prompt)}: {entry.model_dump()}", file=sys.stderr)
     return 0

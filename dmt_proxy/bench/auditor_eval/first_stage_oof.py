@@ -2,12 +2,15 @@
 
 A score the classifier gives an item it was trained on is over-confident; fitting a
 calibration or a fusion on such scores would trust the classifier too much. This
-writes, for every train item of the given sets, the score of a classifier fitted
+writes, for every English train item of the given sets, the score of a classifier fitted
 with the same recipe on the other folds (5-fold by item, as ``first_stage_train``'s
 confidence levels). Usage::
 
     python -m dmt_proxy.bench.auditor_eval.first_stage_oof \\
         --datasets auditor_eval_v1 auditor_eval_v2 --out first_stage_v3_oof_train.json
+    python -m dmt_proxy.bench.auditor_eval.first_stage_oof --l2 1e-4 \\
+        --datasets auditor_eval_v1 auditor_eval_v2 auditor_eval_v3 \\
+        --out first_stage_v4_oof_train.json
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from dmt_proxy.bench.auditor_eval.dataset import dataset_path, load_items
-from dmt_proxy.bench.auditor_eval.first_stage_train import Pieces, out_of_fold_scores
+from dmt_proxy.bench.auditor_eval.first_stage_train import (
+    L2,
+    Pieces,
+    out_of_fold_scores,
+    train_items,
+)
 from dmt_proxy.resources import data_dir
 
 
@@ -29,18 +36,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["auditor_eval_v1", "auditor_eval_v2"])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--l2", type=float, default=L2, help=f"bias head's L2 (default {L2})")
     args = parser.parse_args(argv)
     from dmt_proxy.embedder import LocalEmbedder
 
-    items = [i for d in args.datasets for i in load_items(dataset_path(d)) if i.split == "train"]
+    items = train_items(args.datasets)
     narratives = yaml.safe_load(
         (data_dir("auditor_eval") / "narratives_v1.yaml").read_text("utf-8")
     )
     pieces = Pieces(items, narratives)
     vectors = np.asarray(LocalEmbedder().embed(pieces.texts), dtype=np.float64)
-    scores = out_of_fold_scores(vectors, pieces, len(items))
+    scores = out_of_fold_scores(vectors, items, narratives, l2=args.l2)
     doc = {
         "what": "out-of-fold first-stage scores (5-fold by item, first_stage_train recipe)",
+        "l2": args.l2,
         "datasets": [f"{d}/train" for d in args.datasets],
         "scores": {i.id: round(float(s), 5) for i, s in zip(items, scores, strict=True)},
     }

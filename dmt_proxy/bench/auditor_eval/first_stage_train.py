@@ -15,9 +15,25 @@ cross-validation over train items, so an over-fitted in-sample score cannot make
 the classifier look surer than it is): ``confident_bias``, the lowest level of
 ``_HIGH_GRID`` at which out-of-fold precision is >= 0.98 and no hard negative or
 plain question scores at or above it; ``confident_clean``, the highest level of
-``_LOW_GRID`` (and at most the threshold) with no biased item at or below it. Usage::
+``_LOW_GRID`` (and at most the threshold) with no biased item at or below it.
 
-    python -m dmt_proxy.bench.auditor_eval.first_stage_train
+Version 4 adds auditor_eval_v3/train: its neutral texts (mentions of a group in facts,
+law, research and support, self-descriptions, reported speech the speaker rejects) are
+negatives piece by piece, teaching the classifier that naming a group is not judging
+it. Its biased texts (judgments and benevolent stereotypes) mark no span, so their
+positive pieces are found by multiple-instance rounds (``fit_items``): a fit without
+them picks each one's highest-scoring sentence, and every piece containing that sentence
+is positive (the item's score is its best piece's, so that sentence is what the
+classifier must learn); the other pieces of the text are negatives. Only English items
+are used (the pipeline sends other languages to the LLM alone), and the bias head's L2
+is 1e-4 (v1-v3: 1e-3; chosen on out-of-fold AUC of v3/train, 0.861 against 0.843; the
+domain head keeps 1e-3). Usage::
+
+    python -m dmt_proxy.bench.auditor_eval.first_stage_train  # v1
+    python -m dmt_proxy.bench.auditor_eval.first_stage_train --l2 1e-4 \\
+        --datasets auditor_eval_v1 auditor_eval_v2 auditor_eval_v3 \\
+        --version first_stage_classifier_v4 \\
+        --out dmt_proxy/data/auditor_eval/first_stage_classifier_v4.json
 """
 
 from __future__ import annotations
@@ -27,7 +43,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import yaml
@@ -51,30 +67,51 @@ _HIGH_GRID = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.99
 _LOW_GRID = [0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3]
 FOLDS = 5
 SOFTMAX_EPOCHS = 1500
+SPAN_ROUNDS = 2
 
 
 class Pieces:
-    """The pieces of a list of items, with their owner and training label."""
+    """The pieces of a list of items, with their owner and training label.
 
-    def __init__(self, items: Sequence[EvalItem], narratives: dict[str, Any]) -> None:
+    ``spans`` gives the stereotype-carrying sentence of biased items that carry no span
+    of their own (auditor_eval_v3; see ``choose_spans``); a biased item with neither a
+    span nor a narrative contributes no positive piece."""
+
+    def __init__(
+        self, items: Sequence[EvalItem], narratives: dict[str, Any],
+        spans: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         self.texts: list[str] = []
         self.owner: list[int] = []
         self.domain: list[str | None] = []
+        self.sentence: list[bool] = []
+        """Whether the piece is one sentence (not a pair of neighbours)."""
         labels: list[int] = []
         for index, item in enumerate(items):
-            narrative = _narrative(item, narratives)
+            chosen = (spans or {}).get(item.id, "")
+            narrative = "" if chosen else _narrative(item, narratives)
+            sentences = set(split_pieces(item.text, pairs=False))
             for piece in split_pieces(item.text):
-                positive = bool(narrative) and piece[:30] in narrative
+                if chosen:
+                    positive = item.biased and chosen in piece
+                else:
+                    positive = bool(narrative) and piece[:30] in narrative
                 self.texts.append(piece)
                 self.owner.append(index)
                 self.domain.append(item.domain if positive else None)
+                self.sentence.append(piece in sentences)
                 labels.append(int(positive))
         self.labels = np.asarray(labels, dtype=np.float64)
 
 
+def needs_span(item: EvalItem) -> bool:
+    """A biased item without a marked span or a v1 narrative (auditor_eval_v3)."""
+    return item.biased and not item.span and item.kind not in ("injected", "stereotype")
+
+
 def _narrative(item: EvalItem, narratives: dict[str, Any]) -> str:
     """The words of a biased item that carry the stereotype (v2: its span; v1: its narrative)."""
-    if not item.biased or item.domain is None or item.strategy is None:
+    if not item.biased or item.domain is None or item.strategy is None or needs_span(item):
         return ""
     if item.span:
         return item.span
@@ -119,16 +156,67 @@ def fit_softmax(
     return w, b
 
 
-def out_of_fold_scores(
-    vectors: np.ndarray, pieces: Pieces, n_items: int, *, folds: int = FOLDS
-) -> np.ndarray:
-    """Item scores, each from a logistic fit that did not see the item (item i in fold i % k)."""
+class Fit(NamedTuple):
+    """A fitted logistic head, the pieces (labels) it was fitted on, and the chosen spans."""
+
+    w: np.ndarray
+    b: float
+    pieces: Pieces
+    spans: dict[str, str]
+
+
+def fit_items(
+    items: Sequence[EvalItem], narratives: dict[str, Any], vectors: np.ndarray,
+    use: np.ndarray | None = None, *, l2: float = L2,
+) -> Fit:  # fmt: skip
+    """The logistic head fitted on the pieces of the items where ``use`` is true (all by
+    default). Biased items without a span (``needs_span``) get one by multiple-instance
+    rounds: a fit without their pieces scores their sentences, the best sentence is taken
+    as the span, and the fit is repeated with it (``SPAN_ROUNDS`` times)."""
+    use = np.ones(len(items), dtype=bool) if use is None else use
+    spanless = np.asarray([needs_span(i) for i in items])
+    spans: dict[str, str] = {}
+    pieces = Pieces(items, narratives)
     owner = np.asarray(pieces.owner)
-    scores = np.full(n_items, -np.inf)
+    rows = use[owner] & ~spanless[owner] if spanless[use].any() else use[owner]
+    w, b = fit_logistic(vectors[rows], pieces.labels[rows], l2=l2)
+    for _ in range(SPAN_ROUNDS if spanless[use].any() else 0):
+        spans = choose_spans(items, pieces, vectors, w, b, use & spanless)
+        pieces = Pieces(items, narratives, spans)
+        w, b = fit_logistic(vectors[use[owner]], pieces.labels[use[owner]], l2=l2)
+    return Fit(w, b, pieces, spans)
+
+
+def choose_spans(
+    items: Sequence[EvalItem], pieces: Pieces, vectors: np.ndarray, w: np.ndarray, b: float,
+    which: np.ndarray,
+) -> dict[str, str]:  # fmt: skip
+    """For each item where ``which`` is true: its single sentence that ``(w, b)`` scores
+    highest (the item's score is its best piece's, so that sentence is what makes it biased)."""
+    probs = 1.0 / (1.0 + np.exp(-(vectors @ w + b)))
+    best: dict[int, tuple[float, str]] = {}
+    for k, (owner, text, single) in enumerate(
+        zip(pieces.owner, pieces.texts, pieces.sentence, strict=True)
+    ):
+        if which[owner] and single and (owner not in best or probs[k] > best[owner][0]):
+            best[owner] = (float(probs[k]), text)
+    return {items[o].id: text for o, (_, text) in best.items()}
+
+
+def out_of_fold_scores(
+    vectors: np.ndarray, items: Sequence[EvalItem], narratives: dict[str, Any], *,
+    folds: int = FOLDS, l2: float = L2,
+) -> np.ndarray:  # fmt: skip
+    """Item scores, each from a fit (``fit_items``, spans chosen inside the fold) that did
+    not see the item (item i in fold i % k)."""
+    pieces = Pieces(items, narratives)
+    owner = np.asarray(pieces.owner)
+    scores = np.full(len(items), -np.inf)
+    fold_of = np.arange(len(items)) % folds
     for fold in range(folds):
-        held = owner % folds == fold
-        w, b = fit_logistic(vectors[~held], pieces.labels[~held])
-        fold_scores = item_scores(vectors[held], owner[held], n_items, w, b)
+        fit = fit_items(items, narratives, vectors, use=fold_of != fold, l2=l2)
+        held = fold_of[owner] == fold
+        fold_scores = item_scores(vectors[held], owner[held], len(items), fit.w, fit.b)
         mask = np.isfinite(fold_scores)
         scores[mask] = fold_scores[mask]
     return scores
@@ -172,13 +260,13 @@ def choose_threshold(scores: np.ndarray, biased: np.ndarray) -> float:
 
 
 def train(
-    items: Sequence[EvalItem], narratives: dict[str, Any], vectors: np.ndarray
-) -> ClassifierWeights:
+    items: Sequence[EvalItem], narratives: dict[str, Any], vectors: np.ndarray, *,
+    l2: float = L2,
+) -> ClassifierWeights:  # fmt: skip
     """Fit on ``items`` (the train split) given the embeddings of their pieces."""
-    pieces = Pieces(items, narratives)
-    if vectors.shape[0] != len(pieces.texts):
+    if vectors.shape[0] != len(Pieces(items, narratives).texts):
         raise ValueError("one embedding per piece is required")
-    w, b = fit_logistic(vectors, pieces.labels)
+    w, b, pieces, _ = fit_items(items, narratives, vectors, l2=l2)
     scores = item_scores(vectors, pieces.owner, len(items), w, b)
     biased = np.asarray([i.biased for i in items])
     threshold = choose_threshold(scores, biased)
@@ -186,11 +274,11 @@ def train(
     positive = [i for i, d in enumerate(pieces.domain) if d is not None]
     labels = np.asarray([DOMAINS.index(str(pieces.domain[i])) for i in positive])
     dw, db = fit_softmax(vectors[positive], labels, len(DOMAINS))
-    oof = out_of_fold_scores(vectors, pieces, len(items))
+    oof = out_of_fold_scores(vectors, items, narratives, l2=l2)
     sure_bias, sure_clean = choose_confidence(oof, biased, threshold)
     return ClassifierWeights(
         version=CLASSIFIER_VERSION, embedding_model=EMBEDDING_MODEL,
-        trained_on=f"{DATASET_VERSION}/train", l2=L2,
+        trained_on=f"{DATASET_VERSION}/train", l2=l2,
         weights=[round(float(v), 6) for v in w], bias=round(b, 6), threshold=threshold,
         threshold_rule="one 0.05 step below the highest threshold keeping 100% train recall",
         train_metrics={
@@ -218,6 +306,13 @@ def train(
     )  # fmt: skip
 
 
+def train_items(datasets: Sequence[str]) -> list[EvalItem]:
+    """The English train items of ``datasets`` (the classifier is never asked about other
+    languages: the pipeline sends probably non-English text to the LLM alone)."""
+    return [i for d in datasets for i in load_items(dataset_path(d))
+            if i.split == "train" and i.language in (None, "en")]  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -228,17 +323,18 @@ def main(argv: list[str] | None = None) -> int:
         "--datasets", nargs="+", default=[DATASET_VERSION],
         help="labelled sets whose train splits are used (default: auditor_eval_v1)",
     )  # fmt: skip
+    parser.add_argument("--l2", type=float, default=L2, help=f"bias head's L2 (default {L2})")
     args = parser.parse_args(argv)
     from dmt_proxy.embedder import LocalEmbedder
 
-    items = [i for d in args.datasets for i in load_items(dataset_path(d)) if i.split == "train"]
+    items = train_items(args.datasets)
     narratives = yaml.safe_load(
         (data_dir("auditor_eval") / "narratives_v1.yaml").read_text("utf-8")
     )
     texts = Pieces(items, narratives).texts
     print(f"embedding {len(texts)} pieces of {len(items)} train items", file=sys.stderr)
     vectors = np.asarray(LocalEmbedder().embed(texts), dtype=np.float64)
-    model = train(items, narratives, vectors).model_copy(update={
+    model = train(items, narratives, vectors, l2=args.l2).model_copy(update={
         "version": args.version, "trained_on": "+".join(f"{d}/train" for d in args.datasets)})  # fmt: skip
     args.out.write_text(json.dumps(model.model_dump(), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}: threshold {model.threshold}, {model.train_metrics}", file=sys.stderr)

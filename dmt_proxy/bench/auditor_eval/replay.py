@@ -11,9 +11,18 @@ With a fitted fusion (``JudgeFusion``) for the run's model and the classifier, t
 score is the judges' combined probability, as ``build_audit_pipeline`` does live.
 The replayed report counts as LLM calls only the items the gate passed; its
 latencies are the LLM's for those items and 0 for skipped ones (the embedding
-time is not included). Usage::
+time is not included). As live, a text that is probably not English skips the first
+stage: the LLM's verdict stands alone.
 
-    python -m dmt_proxy.bench.auditor_eval.replay RUN.json [--classifier VERSION]
+The run may also be a *pipeline* run (``--pipeline``): each LLM verdict is taken back to
+what the LLM alone said (``llm_verdict``) and re-combined with the new classifier. An
+item the run's first stage decided alone has no LLM verdict; if the new gate also
+clears it, nothing is needed; if not, its LLM verdict comes from ``--llm-run`` (an
+LLM-only run over those items), or, without one, ``--missing clean`` / ``tagged``
+counts it as the LLM clearing / tagging it (the two bounds). Usage::
+
+    python -m dmt_proxy.bench.auditor_eval.replay RUN.json [--classifier VERSION] \\
+        [--calibration VERSION] [--llm-run EXTRA.json] [--missing clean|tagged]
 """
 
 from __future__ import annotations
@@ -22,14 +31,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dmt_proxy.audit.first_stage import CLASSIFIER_VERSION, EmbeddingFirstStage, load_classifier
 from dmt_proxy.audit.grounding import named_domains
-from dmt_proxy.audit.logprob import JudgeFusion, calibration_key, load_calibration
+from dmt_proxy.audit.language import probably_english
+from dmt_proxy.audit.logprob import (
+    CALIBRATION_VERSION,
+    JudgeFusion,
+    calibration_key,
+    load_calibration,
+)
 from dmt_proxy.audit.normalize import excerpt, normalize_memory, without_placeholders
-from dmt_proxy.audit.schema import AuditVerdict
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditVerdict
 from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, fuse, skipped_by_first_stage
+from dmt_proxy.audit.vote import as_bias_type
 from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import summarize
 from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
@@ -37,33 +53,79 @@ from dmt_proxy.bench.auditor_eval.runner import ItemResult
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.policy import AuditPolicy
 
+Missing = Literal["clean", "tagged"]
+
+
+def llm_verdict(verdict: AuditVerdict, tau_floor: float = 0.5) -> AuditVerdict | None:
+    """What the LLM alone said, inside a pipeline verdict (``None``: the first stage decided
+    the item alone, no LLM call). A fused verdict gets the LLM's own score back, and its
+    detection and domain as the log-prob auditor sets them (score >= the lowest tau; the
+    domain answer's most probable domain)."""
+    if verdict.auditor == FIRST_STAGE_LABEL:
+        return None
+    if verdict.llm_score is None:
+        return verdict.model_copy(update={"first_stage": None})
+    detected = verdict.llm_score >= tau_floor
+    domain = verdict.bias_type if verdict.bias_detected else None
+    probs = verdict.domain_probs or {}
+    if detected and domain is None and probs:
+        domain = as_bias_type(max(probs, key=lambda d: probs[d]))
+    return verdict.model_copy(update={
+        "score": verdict.llm_score, "llm_score": None, "first_stage": None,
+        "bias_detected": detected, "bias_type": domain if detected else None,
+    })  # fmt: skip
+
+
+def _stand_in(result: ItemResult, missing: Missing) -> AuditVerdict:
+    """A bound for an LLM verdict nobody asked for: the LLM clears it, or tags it (with the
+    item's own domain, so the bound does not also count a domain error)."""
+    if missing == "clean":
+        return AuditVerdict.clean(score=0.0, auditor="bound/clean")
+    domain = as_bias_type(result.item.domain or "other") or "other"
+    return AuditVerdict.biased(domain, score=1.0, auditor="bound/tagged")
+
 
 def replay(
     results: list[ItemResult], stage: EmbeddingFirstStage, *,
     fusion: JudgeFusion | None = None, tau_floor: float = 0.5,
+    extra: dict[str, AuditVerdict] | None = None, missing: Missing = "clean",
 ) -> list[ItemResult]:  # fmt: skip
-    """The pipeline's results, from the LLM's results on every item."""
-    texts, judged_texts = [], []
+    """The pipeline's results, from the LLM's results on every item (``extra``: LLM-only
+    verdicts of items the run's first stage decided alone; ``missing``: the bound used
+    for such an item the new gate sends to the LLM and ``extra`` lacks)."""
+    texts = []  # what the judges see (normalised, bounded)
     for result in results:
         normalized = normalize_memory(result.item.text)
-        judged_texts.append(excerpt(normalized.text, AUDIT_MAX_CHARS)[0])
-        texts.append(without_placeholders(judged_texts[-1]))
-    scores = stage.score_many(texts)
+        texts.append(excerpt(normalized.text, AUDIT_MAX_CHARS)[0])
+    scores = stage.score_many([without_placeholders(t) for t in texts])
     replayed = []
-    for result, score, judged_text in zip(results, scores, judged_texts, strict=True):
+    for result, score, text in zip(results, scores, texts, strict=True):
         opinion_decision = stage.decision_for(score)
         opinion = opinion_decision.opinion(stage.method)
         verdict = result.verdict
         if verdict is None:
             replayed.append(result)
             continue
+        own = llm_verdict(verdict, tau_floor) if verdict.ok else verdict
+        if own is not None:
+            own = own.model_copy(update={"text_domains": named_domains(text)})
+        if own is not None and not probably_english(text):
+            # as live: no first stage, the LLM's verdict alone
+            replayed.append(result.model_copy(update={"verdict": own}))
+            continue
+        if own is None and (opinion_decision.send_to_auditor or verdict.manipulation):
+            found = (extra or {}).get(result.item.id)
+            own = llm_verdict(found, tau_floor) if found is not None else None
+            own = own or _stand_in(result, missing)
+            verdict = own.model_copy(update={"findings": own.findings + verdict.findings,
+                                             "text_domains": named_domains(text)})  # fmt: skip
+        elif own is not None:
+            verdict = own
         if not opinion_decision.send_to_auditor and not verdict.manipulation:
             skipped = skipped_by_first_stage(opinion_decision, stage.method, verdict.findings)
             replayed.append(result.model_copy(update={"verdict": skipped, "latency_s": 0.0}))
         else:
-            judged = verdict.model_copy(update={
-                "first_stage": opinion, "text_domains": named_domains(judged_text),
-            })  # fmt: skip
+            judged = verdict.model_copy(update={"first_stage": opinion})
             if fusion is not None:
                 judged = fuse(judged, fusion, tau_floor)
             replayed.append(result.model_copy(update={"verdict": judged}))
@@ -109,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         "--resummarize", action="store_true",
         help="only rewrite the run's own report with this release's metrics",
     )  # fmt: skip
+    parser.add_argument("--calibration", default=CALIBRATION_VERSION,
+                        help="calibration whose fusion is used (default %(default)s)")  # fmt: skip
+    parser.add_argument("--llm-run", type=Path, default=None,
+                        help="LLM-only run with verdicts of items a pipeline run's gate cleared")  # fmt: skip
+    parser.add_argument("--missing", choices=("clean", "tagged"), default="clean",
+                        help="bound for an item with no LLM verdict that the gate sends on")  # fmt: skip
     parser.add_argument(
         "--no-fusion",
         dest="fuse",
@@ -132,25 +200,38 @@ def main(argv: list[str] | None = None) -> int:
     fusion = None
     if args.fuse:
         key = calibration_key(run["model"], run["prompt_version"])
-        fusion = load_calibration().fusion_for(key, args.classifier)
+        fusion = load_calibration(args.calibration).fusion_for(key, args.classifier)
         if fusion is None:
             print(f"no fusion fitted for {key}+{args.classifier}: the LLM's score decides",
                   file=sys.stderr)  # fmt: skip
-    replayed = replay(results, stage, fusion=fusion, tau_floor=policy.tau)
+    extra = None
+    if args.llm_run is not None:
+        extra = {r.item.id: r.verdict for r in load_run(args.llm_run)[1] if r.verdict is not None}
+    replayed = replay(results, stage, fusion=fusion, tau_floor=policy.tau, extra=extra,
+                      missing=args.missing)  # fmt: skip
+    asked = sum(1 for r in replayed if r.verdict is not None
+                and r.verdict.auditor.startswith("bound/"))  # fmt: skip
     summary = summarize([r.prediction(policy) for r in replayed], policy.tau, domains=DOMAINS,
                         strategies=V2_STRATEGIES)  # fmt: skip
     info = RunInfo.model_validate({**run, "pipeline": True,
-                                   "command": f"python -m dmt_proxy.bench.auditor_eval.replay "
-                                              f"{args.run} --classifier {args.classifier}"})  # fmt: skip
-    stem = args.run.stem.replace("_logprob", "_logprob_pipeline").replace("_json", "_json_pipeline")
+                                   "command": "python -m dmt_proxy.bench.auditor_eval.replay "
+                                              + " ".join(sys.argv[1:] if argv is None else argv)})  # fmt: skip
+    stem = args.run.stem
+    if "_pipeline" not in stem:
+        stem = stem.replace("_logprob", "_logprob_pipeline").replace("_json", "_json_pipeline")
     if not args.fuse:
         stem += "_nofusion"
-    if args.classifier != CLASSIFIER_VERSION:
+    if args.classifier != CLASSIFIER_VERSION or stem == args.run.stem:
         stem += f"_{args.classifier}"
+    if args.calibration != CALIBRATION_VERSION:
+        stem += f"_{args.calibration}"
+    if asked:
+        stem += f"_missing_{args.missing}"
     _, md_path = write_reports(args.out or args.run.parent, stem, info, summary, replayed)
     o = summary.overall
     print(f"pipeline replay: F1 {o.f1.value:.2f} precision {o.precision.value:.2f} recall "
-          f"{o.recall.value:.2f}; wrote {md_path}", file=sys.stderr)  # fmt: skip
+          f"{o.recall.value:.2f}; {asked} items without an LLM verdict counted "
+          f"{args.missing}; wrote {md_path}", file=sys.stderr)  # fmt: skip
     return 0
 
 
