@@ -155,6 +155,11 @@ was started and stopped for time; the 24-item replay above agrees.
 ## What was fitted on what
 
 - First stage (`first_stage_classifier_v3`): auditor_eval_v1/v2 train texts (unchanged).
+  Since then the default is `first_stage_classifier_v4` (the English v1/v2/v3 train texts,
+  v3/train's neutral kinds as negatives) with calibration_v3's fusion (v2/train, n = 100);
+  the runs in this summary used v3 with calibration_v1/v2. v4 on the same verdicts:
+  `first_stage_v4.md`; the current default on every set: `trust/summary.md`. The chat
+  mix's group-related texts drawn from v3/train are training data of first stage v4.
 - Platt calibration and the two judges' fusion: auditor_eval_v2/train (n = 100), fitted for
   auditor_v3; auditor_v4 and auditor_v5 send the same verdict turn (same prefix, same yes/no
   question), so calibration_v2 carries those parameters over unchanged.
