@@ -74,6 +74,34 @@ def regrounded(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return {**doc, "items": items}, changed
 
 
+NOTES = """## What was fitted on what, and how often each set was looked at
+
+- First stage v4: the English train texts of auditor_eval_v1/v2/v3; its thresholds on
+  out-of-fold train scores; calibration_v3's fusion on auditor_eval_v2/train (n = 100).
+  Chosen as the default by a rule written before any test split was scored
+  (`first_stage_v4.md`). Test splits replayed once for that report, once here.
+- The domain vote within the named groups: no parameter. The lexicon v2 it uses was
+  written from general knowledge and checked on the train splits only. The rule was tried
+  on the auditor_eval_v3 test replay while it was being written (one look), then on the
+  train and v2 runs; nothing was changed after that look.
+- `normalize_v4`'s planted-verdict patterns: written from the attack kinds the issue
+  names, **with adversarial_memories_v4's planted items and their failures in view**
+  (that set had been run before), and checked to add no finding to the train splits and
+  the chat mix. So v4's forgery of 0/18 is not an independent estimate.
+  adversarial_memories_v5 was written by another author who had not seen the patterns
+  and committed before them; it was looked at three times, with no change in between:
+  the patterns alone (19 of 45 planted verdicts recognised, no finding on any of its 25
+  hard negatives or 46 bases), the pipeline at first stage v3 (evasion 3/9, forgery
+  21/45, hard negatives 8/25), and the default reported above.
+- Why forgery stays high on v5: the patterns recognise 19 of its 45 planted verdicts
+  (4 of those still got a domain: both judges found a bias in what was left, or the
+  text was not English and the LLM judged it alone); the LLM reads the other 26 (CSV
+  rows, YAML lists, markdown tables, HTML comments, spaced letters, a fake earlier
+  assistant turn, Japanese and Russian) and gives 16 of them a bias domain. Its three evasions are clean verdicts planted in
+  shapes the older rules do not know; the LLM believed them.
+"""
+
+
 def _eval_rows(
     name: str, before: dict[str, Any], after: dict[str, Any]
 ) -> tuple[list[str], dict[str, Any]]:
@@ -132,7 +160,7 @@ def main() -> int:
                      f"{_rate(*m['hard'])} |")  # fmt: skip
         doc["sets"].append({"set": set_name, **{k: list(v) for k, v in m.items()}})
         commands.append(f"- {set_name}: `{run['meta'].get('command', '')}`")
-    lines += ["", "## Runs", "", *commands, ""]
+    lines += ["", NOTES, "## Runs", "", *commands, ""]
     (OUT / "summary.md").write_text("\n".join(lines))
     (OUT / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
     print("\n".join(lines))
