@@ -41,7 +41,9 @@ def test_the_memory_side_loads_only_the_audit_seam() -> None:
     # the service; the service not the audit pipeline.
     # Grounding a tag reads the text as the judges read it: the seam loads the normaliser
     # (pure text functions, no model, no I/O) and nothing else of the pipeline.
-    allowed = set(AUDIT_SEAM) | {"dmt_proxy.audit.normalize", "dmt_proxy.audit.deobfuscate"}
+    allowed = set(AUDIT_SEAM) | {
+        "dmt_proxy.audit.normalize", "dmt_proxy.audit.deobfuscate", "dmt_proxy.audit.planted",
+    }  # fmt: skip
     code = (
         "import sys, dmt_proxy.memory\n"
         "assert not [m for m in sys.modules if m.startswith('dmt_proxy.audit')]\n"
