@@ -107,6 +107,10 @@ class AuditorOptions:
     """Write a short rationale for memories that will be tagged (log-prob path)."""
     calibrate: bool = True
     """Apply the shipped Platt calibration of ``model@prompt`` when it has one."""
+    kind_question: bool | None = None
+    """Ask the prompt's ``[kind question]`` of likely biases: ``None`` only where a fitted
+    ``+kind`` fusion weighs the answer (it costs a turn), ``True`` always (a train-split
+    run that collects the answers to fit that fusion), ``False`` never."""
 
     def params(self) -> dict[str, Any]:
         """Sampling and output-format parameters for one call."""
@@ -185,10 +189,12 @@ class LLMAuditor:
             )
         self.model_key = calibration_key(endpoint.model, prompt_version)
         # The kind question only pays for itself where a fitted fusion weighs its answer.
-        self._ask_kind = bool(self._prompt.extra("kind question")) and any(
+        fitted = any(
             key.startswith(f"{self.model_key}+") and key.endswith("+kind")
             for key in load_calibration(self._policy.calibration).fusion
         )
+        wanted = fitted if self._options.kind_question is None else self._options.kind_question
+        self._ask_kind = bool(self._prompt.extra("kind question")) and wanted
         """``model@prompt``: the key of this auditor's calibration and fusion entries."""
         self._base_label = f"{endpoint.name}@{prompt_version}"
         self.label = self._label()

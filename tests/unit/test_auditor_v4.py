@@ -85,6 +85,19 @@ async def test_a_likely_bias_skips_the_rationale_and_the_kind_question_without_a
     assert explained_chat.calls[0].wire_messages()[-2] == {"role": "assistant", "content": "age"}
 
 
+async def test_a_train_run_can_ask_the_kind_question_without_a_fit() -> None:
+    # --kind-question: collect the answers the +kind fusion would be fitted on.
+    chat = ScriptedChatModel([
+        completion("yes", {"yes": 0.9, "no": 0.1}), completion("age", {"age": 1.0}),
+        completion("rejecting", {"rejecting": 0.7, "judging": 0.3}),
+    ])  # fmt: skip
+    options = AuditorOptions(rationale=False, kind_question=True)
+    auditor = LLMAuditor(chat, ENDPOINT, prompt_version="auditor_v4", options=options)
+    verdict = await auditor.audit(MEMORY)
+    assert len(chat.calls) == 3 and verdict.kind_probs is not None
+    assert verdict.kind_probs["rejecting"] == pytest.approx(0.7)
+
+
 def test_the_kind_fusion_weighs_p_judging() -> None:
     base = {"w_llm": 1.0, "w_first": 1.0, "b": 0.0, "classifier": "c", "trained_on": "t",
             "n": 1, "positives": 1, "auc_llm": 1.0, "auc_first": 1.0, "auc_fused": 1.0}  # fmt: skip

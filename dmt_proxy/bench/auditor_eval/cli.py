@@ -45,6 +45,7 @@ def auditor_options(args: argparse.Namespace) -> AuditorOptions:
         structured_output=args.structured_output, max_tokens=args.max_tokens,
         verdict=getattr(args, "verdict", "auto"), grammar=getattr(args, "grammar", True),
         rationale=getattr(args, "rationale", True), calibrate=getattr(args, "calibrate", True),
+        kind_question=True if getattr(args, "kind_question", False) else None,
     )  # fmt: skip
 
 
@@ -182,6 +183,11 @@ def register(subparsers: Any) -> None:
         dest="rationale",
         action="store_false",
         help="log-prob path: skip the rationale turn of tagged memories",
+    )
+    p.add_argument(
+        "--kind-question",
+        action="store_true",
+        help="ask the prompt's kind question of every likely bias (to fit the +kind fusion)",
     )
     p.add_argument(
         "--no-calibration",
