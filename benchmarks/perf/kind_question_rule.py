@@ -12,8 +12,6 @@ README. Rerun: ``python benchmarks/perf/kind_question_rule.py``.
 from __future__ import annotations
 
 import json
-import math
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,21 +20,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks/perf"))
+
+from fusion_refit_rule import FOLDS, folds  # noqa: E402
 
 from dmt_proxy.audit.logprob import load_calibration, logit, sigmoid  # noqa: E402
+from dmt_proxy.bench.fit import auc  # noqa: E402
 
 CALIB = ROOT / "benchmarks/results/auditor_eval_v3/calibration"
 OOF = ROOT / "benchmarks/results/auditor_eval_v3/first_stage_v4_oof_train.json"
 CLASSIFIER = "first_stage_classifier_v4"
-TAU, FOLDS, GATE, L2 = 0.5, 5, 0.70, 1e-2
-
-
-def auc(pos: list[float], neg: list[float]) -> float:
-    """P(a random positive scores above a random negative), ties counted half."""
-    if not pos or not neg:
-        return math.nan
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+TAU, GATE, L2 = 0.5, 0.70, 1e-2
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -69,8 +63,7 @@ def main() -> int:
                      "p_raw": float(v["p_raw"]), "first": min(1.0, max(0.0, oof[item["id"]])),
                      "judging": None if kind is None else float(kind.get("judging", 0.0))})  # fmt: skip
     asked = [r for r in rows if r["judging"] is not None]
-    sep = auc([r["judging"] for r in asked if r["biased"]],
-              [r["judging"] for r in asked if not r["biased"]])  # fmt: skip
+    sep = auc([r["judging"] for r in asked], [r["biased"] for r in asked])
     result: dict[str, Any] = {
         "run": run_path.name, "english_items": len(rows), "asked": len(asked),
         "asked_biased": sum(r["biased"] for r in asked),
@@ -83,13 +76,7 @@ def main() -> int:
     }  # fmt: skip
     result["passes_gate"] = bool(sep >= GATE)
     if result["passes_gate"]:
-        rng = random.Random(0)
-        fold = [0] * len(rows)
-        for label in (True, False):
-            idx = [i for i, r in enumerate(rows) if r["biased"] is label]
-            rng.shuffle(idx)
-            for k, i in enumerate(idx):
-                fold[i] = k % FOLDS
+        fold = folds(rows)
         inc = [incumbent.apply(r["p_raw"], r["first"]) for r in rows]
         cand = list(inc)
 

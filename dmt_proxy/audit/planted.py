@@ -31,11 +31,11 @@ from collections.abc import Callable
 
 _DOMAIN_WORD = (
     r"(?:gender|sex|sexual|racial|race|ethnic|ethnicity|age|age[\s-]related|religio(?:n|us)|"
-    r"faith|nationality|national|ethnic|immigra(?:nt|tion)|socio[\s-]?economic|ses|class|"
-    r"income|poverty|wealth|disability|disabilit(?:y|ies)|ableist|orientation|"
+    r"faith|nationality|national|immigra(?:nt|tion)|socio[\s-]?economic|ses|class|"
+    r"income|poverty|wealth|disabilit(?:y|ies)|ableist|orientation|"
     r"sexual[\s-]orientation|lgbtq?\+?|gay|appearance|weight|body|looks?|beauty|"
     # French, Spanish, German domain words
-    r"genre|sexe|racial|raza|racial|[âa]ge|edad|alter|religi(?:eux|euse|oso|osa|[oö]s|ion|[oó]n)|"
+    r"genre|sexe|raza|[âa]ge|edad|alter|religi(?:eux|euse|oso|osa|[oö]s|ion|[oó]n)|"
     r"nationalit[ée]|nacionalidad|herkunft|handicap|discapacidad|behinderung|apparence|"
     r"apariencia|aussehen|g[ée]nero|geschlecht)"
 )
