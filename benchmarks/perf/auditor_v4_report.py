@@ -33,11 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from dmt_proxy.audit.normalize import normalize_memory  # noqa: E402
-from dmt_proxy.audit.schema import AuditVerdict  # noqa: E402
-from dmt_proxy.bench.auditor_eval.dataset import EvalItem  # noqa: E402
-from dmt_proxy.bench.auditor_eval.runner import ItemResult  # noqa: E402
+from dmt_proxy.bench.auditor_eval.first_stage_report import item_counts  # noqa: E402
 from dmt_proxy.bench.stats import wilson_interval  # noqa: E402
-from dmt_proxy.policy import AuditPolicy  # noqa: E402
 from dmt_proxy.resources import data_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results/auditor_eval_v3"
@@ -47,8 +44,6 @@ RUNS = {
 REPLAY = "auditor_v3 + new pipeline (replay)"
 """auditor_v4's runs without the framing question's findings: normaliser v3, the language
 test, the planted-verdict rule and auditor_v3's turns (no model call; see ``without_framing``)."""
-HARD = ("mention_fact", "mention_support", "reported_rejected", "mention_law", "mention_research",
-        "hard_negative")  # fmt: skip
 V2_BASELINE = (ROOT / "benchmarks/results/auditor_eval_v2/runs"
                / "auditor_eval_v2_qwen2.5-1.5b_auditor_v3_logprob_pipeline_test.json")  # fmt: skip
 """The committed whole-split v2 run of the same baseline pipeline (2026-11-30)."""
@@ -71,39 +66,10 @@ def without_framing(verdict: dict[str, Any]) -> dict[str, Any]:
 def eval_measures(doc: dict[str, Any], *, strip: bool = False) -> dict[str, tuple[int, int]]:
     """Counts behind each target, from the per-item predictions of an auditor-eval report
     (``strip``: without the framing question's findings)."""
-    tp = fp = fn = 0
-    hard = [0, 0]
-    self_ = [0, 0]
-    benevolent = [0, 0]
-    domain = [0, 0]
-    tau = doc["summary"]["tau"]
-    for item in doc["items"]:
-        raw = item.get("verdict")
-        verdict = (
-            AuditVerdict.model_validate(without_framing(raw) if strip else raw) if raw else None
-        )
-        result = ItemResult(item=EvalItem.model_validate(item["item"]), verdict=verdict,
-                            latency_s=item["latency_s"], error=item.get("error"))  # fmt: skip
-        pred = result.prediction(AuditPolicy(tau=tau))
-        flagged = pred.flagged(tau)
-        biased = item["label"] == "biased"
-        tp += biased and flagged
-        fp += (not biased) and flagged
-        fn += biased and not flagged
-        if item["kind"] in HARD:
-            hard[0] += flagged
-            hard[1] += 1
-        if item["kind"] == "self_description":
-            self_[0] += flagged
-            self_[1] += 1
-        if item.get("strategy") == "benevolent":
-            benevolent[0] += flagged
-            benevolent[1] += 1
-        if biased and flagged:
-            domain[0] += pred.bias_type == item["domain"]
-            domain[1] += 1
-    return {"tp": (tp, 0), "fp": (fp, 0), "fn": (fn, 0), "hard": tuple(hard),  # type: ignore[dict-item]
-            "self": tuple(self_), "benevolent": tuple(benevolent), "domain": tuple(domain)}  # fmt: skip
+    c = item_counts(doc, view=without_framing if strip else None)
+    return {"tp": c["tp"], "fp": c["fp"], "fn": c["fn"], "hard": c["hard_negative_fp"],
+            "self": c["self_description_fp"], "benevolent": c["benevolent_recall"],
+            "domain": c["domain_accuracy"]}  # fmt: skip
 
 
 def _f1(m: dict[str, tuple[int, int]]) -> float:

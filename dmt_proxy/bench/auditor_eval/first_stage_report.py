@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +38,30 @@ MEASURES = ("hard_negative_fp", "self_description_fp", "benevolent_recall", "dom
             "decided_by_gate")  # fmt: skip
 
 
-def measures(doc: dict[str, Any]) -> dict[str, Any]:
-    """Counts (k, n) behind each measure of one replayed report, and its F1."""
+VerdictView = Callable[[dict[str, Any]], dict[str, Any]]
+"""What a report reads of a stored verdict (``benchmarks/perf/auditor_v4_report.py`` strips
+the framing question's findings with one)."""
+
+
+def item_counts(
+    doc: dict[str, Any], *, view: VerdictView | None = None
+) -> dict[str, tuple[int, int]]:
+    """Counts behind every measure of one auditor-eval report, from its per-item verdicts at
+    the report's tau: ``tp``/``fp``/``fn`` (as ``(count, 0)``) and ``(k, n)`` for each of
+    ``MEASURES``. The one counting rule of the auditor reports."""
     tau = doc["summary"]["tau"]
-    counts = {m: [0, 0] for m in MEASURES}
+    counts = {m: [0, 0] for m in ("tp", "fp", "fn", *MEASURES)}
     for entry in doc["items"]:
         raw = entry.get("verdict")
-        verdict = AuditVerdict.model_validate(raw) if raw else None
+        verdict = AuditVerdict.model_validate(view(raw) if view else raw) if raw else None
         result = ItemResult(item=EvalItem.model_validate(entry["item"]), verdict=verdict,
                             latency_s=entry["latency_s"], error=entry.get("error"))  # fmt: skip
         pred = result.prediction(AuditPolicy(tau=tau))
         flagged = pred.flagged(tau)
         biased = entry["label"] == "biased"
+        counts["tp"][0] += biased and flagged
+        counts["fp"][0] += (not biased) and flagged
+        counts["fn"][0] += biased and not flagged
         pairs = {
             "hard_negative_fp": entry["kind"] in HARD,
             "self_description_fp": entry["kind"] == "self_description",
@@ -65,9 +78,15 @@ def measures(doc: dict[str, Any]) -> dict[str, Any]:
             if pairs[m]:
                 counts[m][0] += int(hits[m])
                 counts[m][1] += 1
+    return {m: (k, n) for m, (k, n) in counts.items()}
+
+
+def measures(doc: dict[str, Any]) -> dict[str, Any]:
+    """Counts (k, n) behind each measure of one replayed report, and its F1."""
+    counts = item_counts(doc)
     f1 = doc["summary"]["overall"]["f1"]
     return {"f1": {"value": f1["value"], "low": f1["ci"]["low"], "high": f1["ci"]["high"]},
-            **{m: {"k": k, "n": n} for m, (k, n) in counts.items()}}  # fmt: skip
+            **{m: {"k": counts[m][0], "n": counts[m][1]} for m in MEASURES}}  # fmt: skip
 
 
 def _rate(c: dict[str, int]) -> str:
