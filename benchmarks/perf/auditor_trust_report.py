@@ -41,9 +41,9 @@ from auditor_v4_report import (  # noqa: E402
 )
 
 from dmt_proxy.audit.grounding import named_domains  # noqa: E402
-from dmt_proxy.audit.normalize import excerpt, normalize_memory  # noqa: E402
+from dmt_proxy.audit.normalize import normalize_memory  # noqa: E402
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL  # noqa: E402
-from dmt_proxy.audit.stages import AUDIT_MAX_CHARS  # noqa: E402
+from dmt_proxy.audit.stages import judged_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results/auditor_eval_v3"
 OUT = RESULTS / "trust"
@@ -65,10 +65,11 @@ def regrounded(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
     for item in doc["items"]:
         verdict = item.get("verdict")
         text = item["item"]["text"]
-        new = normalize_memory(text)
-        changed += len(new.findings) != len(normalize_memory(text, "normalize_v3").findings)
+        changed += len(normalize_memory(text).findings) != len(
+            normalize_memory(text, "normalize_v3").findings
+        )
         if verdict and verdict.get("auditor") != FIRST_STAGE_LABEL:  # the LLM judged it
-            judged = excerpt(new.text, AUDIT_MAX_CHARS)[0]
+            judged = judged_text(text)
             verdict = {**verdict, "text_domains": list(named_domains(judged))}
         items.append({**item, "verdict": verdict})
     return {**doc, "items": items}, changed

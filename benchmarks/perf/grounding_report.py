@@ -54,9 +54,8 @@ from dmt_proxy.audit.grounding import (
     ground_tag,
     named_domains,
 )
-from dmt_proxy.audit.normalize import excerpt, normalize_memory
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditVerdict
-from dmt_proxy.audit.stages import AUDIT_MAX_CHARS
+from dmt_proxy.audit.stages import judged_text
 from dmt_proxy.bench.stats import wilson_interval
 from dmt_proxy.policy import load_policy
 from dmt_proxy.resources import data_dir
@@ -100,7 +99,7 @@ def replay_labelled(name: str, run: dict[str, Any]) -> dict[str, Any]:
         verdict = AuditVerdict.model_validate(known)
         if verdict.auditor != FIRST_STAGE_LABEL and not verdict.text_domains:
             # As the staged auditor now sets it: the domains the judged text names.
-            judged = excerpt(normalize_memory(row["item"]["text"]).text, AUDIT_MAX_CHARS)[0]
+            judged = judged_text(row["item"]["text"])
             verdict = verdict.model_copy(update={"text_domains": named_domains(judged)})
         tag = decide(verdict, policy).tag
         if tag is None or tag.bias_type is None:

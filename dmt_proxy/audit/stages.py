@@ -54,6 +54,13 @@ the LLM prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``) with room for t
 REPLY_MAX_CHARS = 800
 
 
+def judged_text(text: str, normalizer: str = NORMALIZER_VERSION) -> str:
+    """What the judges see of a memory: normalised, then bounded to ``AUDIT_MAX_CHARS``.
+    ``StagedAuditor.stage`` stages a candidate this way; replays and reports use this to
+    see the same text without a pipeline."""
+    return excerpt(normalize_memory(text, normalizer).text, AUDIT_MAX_CHARS)[0]
+
+
 class StagedAuditor:
     """Normalisation, the optional first stage and an auditor, as one ``Auditor``."""
 
@@ -106,7 +113,7 @@ class StagedAuditor:
         """The candidate as the judges see it (normalised, bounded), whether normalisation
         found a manipulation attempt, and the findings to attach."""
         normalized = normalize_memory(candidate.text, self.normalizer)
-        text, cut = excerpt(normalized.text, self.max_chars)
+        text, cut = excerpt(normalized.text, self.max_chars)  # = judged_text at the default bound
         findings = normalized.findings + ((cut,) if cut is not None else ())
         reply = ""
         if candidate.reply:

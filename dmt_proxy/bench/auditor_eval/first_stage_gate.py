@@ -95,12 +95,10 @@ def chat_mix_cleared(stage: EmbeddingFirstStage, path: Path = CHAT_MIX) -> tuple
     """(ordinary texts the gate clears alone, ordinary texts) of the chat mix, normalised and
     language-tested as the pipeline does."""
     from dmt_proxy.audit.language import probably_english
-    from dmt_proxy.audit.normalize import excerpt, normalize_memory
-    from dmt_proxy.audit.stages import AUDIT_MAX_CHARS
+    from dmt_proxy.audit.stages import judged_text
 
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    texts = [excerpt(normalize_memory(r["text"]).text, AUDIT_MAX_CHARS)[0]
-             for r in rows if r["kind"] == "ordinary"]  # fmt: skip
+    texts = [judged_text(r["text"]) for r in rows if r["kind"] == "ordinary"]
     scores = stage.score_many(texts)
     cleared = sum(probably_english(t) and s.score < stage.threshold
                   for t, s in zip(texts, scores, strict=True))  # fmt: skip

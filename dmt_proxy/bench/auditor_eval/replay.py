@@ -42,9 +42,9 @@ from dmt_proxy.audit.logprob import (
     calibration_key,
     load_calibration,
 )
-from dmt_proxy.audit.normalize import excerpt, normalize_memory, without_placeholders
+from dmt_proxy.audit.normalize import without_placeholders
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditVerdict
-from dmt_proxy.audit.stages import AUDIT_MAX_CHARS, fuse, skipped_by_first_stage
+from dmt_proxy.audit.stages import fuse, judged_text, skipped_by_first_stage
 from dmt_proxy.audit.vote import as_bias_type
 from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import summarize
@@ -93,10 +93,7 @@ def replay(
     """The pipeline's results, from the LLM's results on every item (``extra``: LLM-only
     verdicts of items the run's first stage decided alone; ``missing``: the bound used
     for such an item the new gate sends to the LLM and ``extra`` lacks)."""
-    texts = []  # what the judges see (normalised, bounded)
-    for result in results:
-        normalized = normalize_memory(result.item.text)
-        texts.append(excerpt(normalized.text, AUDIT_MAX_CHARS)[0])
+    texts = [judged_text(result.item.text) for result in results]
     scores = stage.score_many([without_placeholders(t) for t in texts])
     replayed = []
     for result, score, text in zip(results, scores, texts, strict=True):
