@@ -111,6 +111,25 @@ def test_without_a_neutral_control_in_dmt_its_reduction_is_not_measured() -> Non
     assert "Multiplicity: this report shows" in text
 
 
+def test_every_mode_with_a_neutral_control_gets_its_content_contrast(tmp_path: Path) -> None:
+    results = _run(widen=8.0, dmt_keeps=0.25, neutral_in_dmt=True)
+    off, dmt = results.mode_contrasts
+    assert (off.mode, dmt.mode) == ("off", "dmt") and off.reduction is None
+    _, dmt_minus_off = primary.primary_family(results)
+    # The same contrast as the primary family's, with the reduction's sign (off − dmt).
+    assert off.content.value == pytest.approx(4.0, abs=0.6)
+    assert dmt.reduction is not None
+    assert dmt.reduction.value == pytest.approx(-dmt_minus_off.estimate.value)
+    assert dmt.reduction.low == pytest.approx(-dmt_minus_off.estimate.high)
+    assert dmt.content.value == pytest.approx(off.content.value - dmt.reduction.value)
+    report.write_report(results, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "## Content contrast in every mode" in md and "| age | 3 | dmt |" in md
+    assert (tmp_path / "dose_contrasts.png").stat().st_size > 0
+    # Neutral controls in mode off only: nothing beyond the primary family to show.
+    assert _run(widen=8.0, dmt_keeps=0.25, neutral_in_dmt=False).mode_contrasts == []
+
+
 def test_an_unstable_context_is_flagged_in_the_report(tmp_path: Path) -> None:
     results = _run(widen=0.0, dmt_keeps=0.0, neutral_in_dmt=False)
     assert results.readouts["expected"].unstable == {}

@@ -1,8 +1,9 @@
 """Report sections of a dose run beyond the per-cell tables, in one call for ``report.py``.
 
 The positive control (``positive_control.verdict_lines``, with each pre-registered
-content endpoint's MDE read against it) and the source × evaluated-domain content
-matrix (``matrix.matrix_lines``), each empty when the run has none of it. The primary
+content endpoint's MDE read against it), the content contrast in every mode
+(``by_mode.mode_lines``) and the source × evaluated-domain content matrix
+(``matrix.matrix_lines``), each empty when the run has none of it. The primary
 endpoints themselves lead the report (``primary.py``), once.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from dmt_proxy.bench.dose.by_mode import interval_count, mode_lines
 from dmt_proxy.bench.dose.matrix import matrix_lines
 from dmt_proxy.bench.dose.positive_control import READ_MODE, verdict_lines
 from dmt_proxy.bench.dose.results import DoseResults
@@ -49,7 +51,8 @@ def addendum_intervals(results: DoseResults) -> int:
     estimates = [r.contrast for r in results.positive_control]
     if results.content_matrix is not None:
         estimates += [c.content for c in results.content_matrix.cells]
-    return sum(1 for e in estimates if math.isfinite(e.low) and math.isfinite(e.high))
+    finite = sum(1 for e in estimates if math.isfinite(e.low) and math.isfinite(e.high))
+    return finite + interval_count(results.mode_contrasts)
 
 
 def addendum_lines(results: DoseResults) -> list[str]:
@@ -58,6 +61,7 @@ def addendum_lines(results: DoseResults) -> list[str]:
     out: list[str] = []
     for section in (
         verdict_lines(results.positive_control, agent) + control_against_mde(results),
+        mode_lines(results.mode_contrasts),
         matrix_lines(results.content_matrix),
     ):
         if section:

@@ -14,7 +14,8 @@ the source × evaluated-domain content matrix where the run has them (``dose.add
 ``dose-results-v2`` (no jackknife fields) still render, with their percentile CIs. Figures:
 ``dose_response.png`` (diagonal ΔGBV vs k per mode, one panel per source) and
 ``dose_heatmap.png`` (ΔGBV of every evaluated domain per source at the largest
-dose, mode off).
+dose, mode off) and, where neutral controls were read in several modes,
+``dose_contrasts.png`` (``by_mode.figure``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dmt_proxy.bench.dib.readouts import (
     Readout,
     instability_lines,
 )
-from dmt_proxy.bench.dose import primary
+from dmt_proxy.bench.dose import by_mode, primary
 from dmt_proxy.bench.dose.addenda import addendum_intervals, addendum_lines
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_proxy.bench.harness.report import count_intervals, fixed, heatmap, md_table, page, pyplot
@@ -373,7 +374,8 @@ def render_text(results: DoseResults) -> str:
 
 
 def figures(results: DoseResults, out: Path) -> list[str]:
-    """``dose_response.png`` and ``dose_heatmap.png`` (headline readout)."""
+    """``dose_response.png``, ``dose_heatmap.png`` and ``dose_contrasts.png`` (headline
+    readout)."""
     plt: Any = pyplot()
     rows = rows_of(results)
     names: list[str] = []
@@ -416,6 +418,9 @@ def figures(results: DoseResults, out: Path) -> list[str]:
         fig.savefig(out / "dose_response.png", dpi=110)
         plt.close(fig)
         names.append("dose_response.png")
+    contrasts = by_mode.figure(plt, results.mode_contrasts, results.positive_control, out)
+    if contrasts is not None:
+        names.append(contrasts)
     kmax = max((r.k for r in rows), default=0)
     heat = matrix(results, kmax)
     if heat:

@@ -49,6 +49,7 @@ from dmt_proxy.bench.dib.readouts import (
 )
 from dmt_proxy.bench.dib.report import context_scores
 from dmt_proxy.bench.dib.schema import DIB_VERSION
+from dmt_proxy.bench.dose.by_mode import ModeContrastRow, mode_contrast_rows
 from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cells
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.dose.matrix import ContentMatrix, content_matrix
@@ -264,6 +265,9 @@ class DoseResults(BaseModel):
     (``matrix.py``; the nine-source run's Figure 3)."""
     primary: PrimaryReport | None = None
     """The pre-registered endpoints (``preregistration.py``), or None without one."""
+    mode_contrasts: list[ModeContrastRow] = []
+    """The content contrast in every mode with neutral controls, and each mode's reduction
+    of it (``by_mode.py``; exploratory)."""
 
 
 def _diff_reps(reps: Mapping[Any, Mapping[str, np.ndarray]], a: Any, b: Any, d: str) -> np.ndarray:
@@ -485,6 +489,7 @@ def build_results(
         positive_control=positive_control_rows(config, headline, registration),
         content_matrix=content_matrix(config, headline),
         primary=evaluate(config, headline, registration) if registration is not None else None,
+        mode_contrasts=mode_contrast_rows(config, headline),
         name=config.name,
         digest=config.digest(),
         config=config.model_dump(mode="json"),
