@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.dose.contrasts import Scored, contexts_of, defined
-from dmt_proxy.bench.dose.positive_control import PositiveControlRow
+from dmt_proxy.bench.dose.positive_control import PositiveControlRow, ci_text
 from dmt_proxy.bench.dose.preregistration import Endpoint, endpoint_contrast
 from dmt_proxy.bench.stats import ClusterEstimate
 
@@ -74,14 +74,6 @@ def mode_contrast_rows(config: DoseConfig, scored: Scored) -> list[ModeContrastR
     return rows if any(r.mode != "off" for r in rows) else []
 
 
-def _ci(c: ClusterEstimate | None) -> str:
-    if c is None or not math.isfinite(c.value):
-        return "—"
-    if not (math.isfinite(c.low) and math.isfinite(c.high)):
-        return f"{c.value:+.2f} (no interval)"
-    return f"{c.value:+.2f} [{c.low:+.2f}, {c.high:+.2f}]"
-
-
 def _num(x: float | None, spec: str) -> str:
     return "—" if x is None or not math.isfinite(x) else format(x, spec)
 
@@ -106,7 +98,8 @@ def mode_lines(rows: Sequence[ModeContrastRow]) -> list[str]:
     for r in rows:
         red = r.reduction
         lines.append(
-            f"| {r.source} | {r.k} | {r.mode} | {_ci(r.content)} | {_ci(red)} | "
+            f"| {r.source} | {r.k} | {r.mode} | {ci_text(r.content)} | "
+            f"{'—' if red is None else ci_text(red)} | "
             f"{_num(red.p_value if red else None, '.3f')} | "
             f"{_num(red.mde if red else None, '.2f')} | {contexts_of(r.content)} |"
         )

@@ -98,7 +98,8 @@ def positive_control_rows(
     return rows
 
 
-def _ci(c: ClusterEstimate) -> str:
+def ci_text(c: ClusterEstimate) -> str:
+    """``+1.05 [+0.79, +1.32]``; ``undefined`` or ``(no interval)`` where it has none."""
     if not math.isfinite(c.value):
         return "undefined"
     if not (math.isfinite(c.low) and math.isfinite(c.high)):
@@ -122,7 +123,7 @@ def verdict_lines(rows: Sequence[PositiveControlRow], agent: str) -> list[str]:
     ]
     for r in rows:
         lines.append(
-            f"| {r.source} | {r.k} | {r.mode} | {_ci(r.contrast)} | {contexts_of(r.contrast)} | "
+            f"| {r.source} | {r.k} | {r.mode} | {ci_text(r.contrast)} | {contexts_of(r.contrast)} | "
             f"{'yes' if r.seen else 'no'} |"
         )
     lines.append("")
@@ -132,11 +133,11 @@ def verdict_lines(rows: Sequence[PositiveControlRow], agent: str) -> list[str]:
         if r.seen:
             lines.append(
                 f"- {r.source}: the instrument sees the planted gap on {agent} "
-                f"({_ci(r.contrast)}); a null on {r.source} can be read with its MDE."
+                f"({ci_text(r.contrast)}); a null on {r.source} can be read with its MDE."
             )
         else:
             lines.append(
                 f"- {r.source}: the instrument does NOT see the planted gap on {agent} "
-                f"({_ci(r.contrast)}): {agent}'s null results on {r.source} are uninformative."
+                f"({ci_text(r.contrast)}): {agent}'s null results on {r.source} are uninformative."
             )
     return lines
