@@ -118,6 +118,17 @@ def content_matrix(config: DoseConfig, scored: Scored, mode: str = "off") -> Con
     )
 
 
+def heat(matrix: ContentMatrix | None) -> dict[str, dict[str, float | None]]:
+    """``{source: {evaluated domain: content contrast}}`` for the heatmap (None: undefined)."""
+    if matrix is None:
+        return {}
+    out: dict[str, dict[str, float | None]] = {s: {} for s in matrix.sources}
+    for c in matrix.cells:
+        v = c.content.value
+        out[c.source][c.evaluated] = v if math.isfinite(v) else None
+    return out
+
+
 def _short(c: ClusterEstimate) -> str:
     if not math.isfinite(c.value):
         return "–"

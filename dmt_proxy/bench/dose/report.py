@@ -1,4 +1,4 @@
-"""Render dose results: the text tables, Markdown and HTML reports, and two figures.
+"""Render dose results: the text tables, Markdown and HTML reports, and the figures.
 
 Report format ``dose-report-v2``. It leads with the run's one primary family
 (``dose.primary``: a pre-registered run's committed endpoints, marked EXPLORATORY when
@@ -15,7 +15,8 @@ the source × evaluated-domain content matrix where the run has them (``dose.add
 ``dose_response.png`` (diagonal ΔGBV vs k per mode, one panel per source) and
 ``dose_heatmap.png`` (ΔGBV of every evaluated domain per source at the largest
 dose, mode off) and, where neutral controls were read in several modes,
-``dose_contrasts.png`` (``by_mode.figure``).
+``dose_contrasts.png`` (``by_mode.figure``), and where the run has the content matrix,
+``dose_content_matrix.png`` (its contrasts; the intervals are in the report's table).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dmt_proxy.bench.dib.readouts import (
 )
 from dmt_proxy.bench.dose import by_mode, primary
 from dmt_proxy.bench.dose.addenda import addendum_intervals, addendum_lines
+from dmt_proxy.bench.dose.matrix import heat
 from dmt_proxy.bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_proxy.bench.harness.report import count_intervals, fixed, heatmap, md_table, page, pyplot
 from dmt_proxy.bench.harness.rundir import write_atomic
@@ -374,8 +376,8 @@ def render_text(results: DoseResults) -> str:
 
 
 def figures(results: DoseResults, out: Path) -> list[str]:
-    """``dose_response.png``, ``dose_heatmap.png`` and ``dose_contrasts.png`` (headline
-    readout)."""
+    """``dose_response.png``, ``dose_heatmap.png``, ``dose_contrasts.png`` and
+    ``dose_content_matrix.png`` (headline readout), each where the run has its data."""
     plt: Any = pyplot()
     rows = rows_of(results)
     names: list[str] = []
@@ -422,15 +424,27 @@ def figures(results: DoseResults, out: Path) -> list[str]:
     if contrasts is not None:
         names.append(contrasts)
     kmax = max((r.k for r in rows), default=0)
-    heat = matrix(results, kmax)
-    if heat:
+    deltas = matrix(results, kmax)
+    if deltas:
         names.append(
             heatmap(
                 plt,
-                heat,
+                deltas,
                 out / "dose_heatmap.png",
                 f"ΔGBV at k={kmax} vs k=0, mode off",
                 "biased memories of",
+            )
+        )
+    content = results.content_matrix
+    if content is not None:
+        names.append(
+            heatmap(
+                plt,
+                heat(content),
+                out / "dose_content_matrix.png",
+                f"content contrast at k={content.k}, mode {content.mode}: "
+                "stereotyped − neutral sets",
+                "stereotyped memories of",
             )
         )
     return names
