@@ -21,7 +21,10 @@ llama-server unchanged, with ``max_tokens`` 2 and temperature 0, so the reply is
 option letter. A reply that is not one (a host that ignores the grammar) counts as
 unparsed and wrong; the parse rate is reported per condition.
 
-Accuracy per condition with Wilson 95 % intervals (``bench.stats``). Answers are
+Accuracy per condition with Wilson 95 % intervals (``bench.stats``), and the
+conditions compared question by question: what memory costs (``off`` − ``memory-off``)
+and what each mode costs once memory is on (mode − ``off``), with paired intervals,
+McNemar's exact test, Holm's correction and MDEs (``mmlu_costs``). Answers are
 appended to ``<run>/answers/<condition>.jsonl`` as they arrive (conditions take turns
 in blocks of ``execution.block`` questions), so a killed run resumes where it stopped.
 
@@ -45,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dmt_proxy.bench.harness.config import AuditConfig, ExecutionConfig, ModelSpec, read_yaml
 from dmt_proxy.bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
+from dmt_proxy.bench.mmlu_costs import UtilityComparison, comparison_lines, comparisons
 from dmt_proxy.bench.stats import wilson_interval
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import Mode
@@ -205,14 +209,18 @@ class UtilityResults(BaseModel):
     agent: str
     questions: int
     conditions: list[ConditionSummary]
+    comparisons: list[UtilityComparison] = []
+    """The paired family (``mmlu_costs``); empty in results written before it."""
 
 
 def summarise(config: UtilityConfig, out: Path, ids: Sequence[int]) -> UtilityResults:
     """Accuracy (Wilson 95 %) and parse rate per condition over the questions answered."""
     rows = []
+    correct: dict[str, dict[int, bool]] = {}
     for cond in config.conditions:
         found = read_answers(out, cond)
         done = [found[i] for i in ids if i in found]
+        correct[cond] = {a.question_id: a.correct for a in done}
         k = sum(a.correct for a in done)
         ci = wilson_interval(k, len(done))
         parsed = sum(a.letter is not None for a in done)
@@ -226,7 +234,7 @@ def summarise(config: UtilityConfig, out: Path, ids: Sequence[int]) -> UtilityRe
         )  # fmt: skip
     return UtilityResults(
         name=config.name, digest=config.digest(), agent=config.models.agent.model,
-        questions=len(ids), conditions=rows,
+        questions=len(ids), conditions=rows, comparisons=comparisons(correct),
     )  # fmt: skip
 
 
@@ -250,6 +258,8 @@ def render(results: UtilityResults, command: str) -> str:
             f"| {c.condition} | {c.correct} | {c.n} | {acc} | [{c.ci_low:.3f}, {c.ci_high:.3f}] "
             f"| {rate} | {sec} |"
         )
+    wilson = sum(1 for c in results.conditions if c.n)
+    lines += comparison_lines(results.comparisons, wilson + len(results.comparisons))
     return "\n".join(lines) + "\n"
 
 

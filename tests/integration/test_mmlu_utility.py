@@ -71,7 +71,14 @@ def test_every_condition_goes_through_the_proxy_with_a_constrained_letter(
     ]
     assert dmt_system  # the memory block reached the model
     assert 0.0 <= by["off"].ci_low <= by["off"].ci_high <= 1.0
-    assert (out / "report.md").read_text().count("| dmt |") == 1
+    assert (out / "report.md").read_text().count("| dmt |") == 2  # its row and its comparison
+    # The paired family the conditions allow: memory on − off, dmt − memory on; one
+    # scripted answer everywhere, so no question differs.
+    assert [(r.name, r.n, r.only_a, r.only_b) for r in results.comparisons] == [
+        ("memory", 4, 0, 0),
+        ("dmt", 4, 0, 0),
+    ]
+    assert "Paired differences" in (out / "report.md").read_text()
     assert '"status": "complete"' in (out / "run.json").read_text().replace('":"', '": "')
     before = len(proxy.chat.calls)
     assert main(["--out", str(out), "--resume"]) == 0

@@ -1,4 +1,4 @@
-"""The statistics every benchmark shares (one module, two parts).
+"""The statistics every benchmark shares (one module, three parts).
 
 - ``core``: intervals (Wilson, Newcombe, percentile), resampling of clusters and
   items, percentiles, means, and the one estimate type ``Estimate`` with the shapes
@@ -6,7 +6,9 @@
 - ``clusters``: statistics for few clusters (DIB contexts): the jackknife-t interval
   every report uses for a cluster-level estimate, t quantiles, the MDE with t
   quantiles, permutation tests that say when their level is out of reach, and Holm's
-  correction over a declared family of primary comparisons.
+  correction over a declared family of primary comparisons;
+- ``proportions``: two conditions over the same items (right or wrong): the paired
+  difference with Newcombe's interval, McNemar's exact test and its MDE.
 
 Every name is importable from ``dmt_proxy.bench.stats`` itself.
 """
@@ -63,6 +65,14 @@ from dmt_proxy.bench.stats.core import (
     swap_patterns,
     wilson_interval,
 )
+from dmt_proxy.bench.stats.proportions import (
+    PairedCounts,
+    PairedDifference,
+    mcnemar_exact_p,
+    paired_counts,
+    paired_difference,
+    paired_interval,
+)
 
 __all__ = [
     "ALPHA",
@@ -80,6 +90,8 @@ __all__ = [
     "HolmResult",
     "Interval",
     "NanFloat",
+    "PairedCounts",
+    "PairedDifference",
     "PercentileMethod",
     "PermutationTest",
     "Pooled",
@@ -91,6 +103,7 @@ __all__ = [
     "holm",
     "jackknife_t",
     "label_permutation_test",
+    "mcnemar_exact_p",
     "mean",
     "mean_of_finite_replicates",
     "mean_of_matched_replicates",
@@ -101,6 +114,9 @@ __all__ = [
     "normal_quantile",
     "or_none",
     "paired_cluster_draws",
+    "paired_counts",
+    "paired_difference",
+    "paired_interval",
     "percentile",
     "percentile_interval",
     "permute_within_clusters",
