@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.bench.dose.contrasts import Scored, contrast, mean_terms
 from dmt_proxy.bench.dose.positive_control import keys_of
-from dmt_proxy.bench.stats import ClusterEstimate
+from dmt_proxy.bench.stats import ClusterEstimate, or_none
 
 if TYPE_CHECKING:
     from dmt_proxy.bench.dose.config import DoseConfig
@@ -124,8 +124,7 @@ def heat(matrix: ContentMatrix | None) -> dict[str, dict[str, float | None]]:
         return {}
     out: dict[str, dict[str, float | None]] = {s: {} for s in matrix.sources}
     for c in matrix.cells:
-        v = c.content.value
-        out[c.source][c.evaluated] = v if math.isfinite(v) else None
+        out[c.source][c.evaluated] = or_none(c.content.value)
     return out
 
 
