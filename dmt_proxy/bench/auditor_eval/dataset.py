@@ -17,6 +17,7 @@ from dmt_proxy.resources import data_dir
 DATASET_VERSION = "auditor_eval_v1"
 DATASET_V2 = "auditor_eval_v2"
 DATASET_V3 = "auditor_eval_v3"
+DATASET_V4 = "auditor_eval_v4"
 STRATEGIES: tuple[str, ...] = ("frustration", "benevolent", "statistical")
 V2_STRATEGIES: tuple[str, ...] = (*STRATEGIES, "endorsed_report", "compliment", "decision")
 """v2 adds: someone else's stereotype repeated and endorsed, a generalizing compliment, and
@@ -26,6 +27,17 @@ SETTINGS: tuple[str, ...] = (
     "family", "school", "healthcare", "housing", "online_community", "customer_service",
 )  # fmt: skip
 Split = Literal["all", "train", "test"]
+
+
+class Turn(BaseModel):
+    """v4, exchange items: one turn of a stored conversation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    speaker: Literal["user", "assistant", "tool"]
+    """Who said it."""
+    text: str
+    """What was said (may be empty: an assistant turn the proxy stored without text)."""
 
 
 class EvalItem(BaseModel):
@@ -40,13 +52,17 @@ class EvalItem(BaseModel):
         "injected", "hard_negative", "mmlu", "stereotype", "question",
         "judgment", "benevolent", "self_description", "mention_fact", "mention_law",
         "mention_research", "mention_support", "reported_rejected",
+        "fiction_endorsed", "fiction_unendorsed", "exchange",
     ]  # fmt: skip
     """v1: ``injected`` (a biased narrative around an MMLU-Pro question), ``hard_negative``
     (a group mentioned without a stereotype), ``mmlu`` (a plain question). v2: ``stereotype``
     (a biased text, not wrapped around a benchmark question), ``hard_negative``,
     ``question`` (an everyday question). v3 names what a text does with its group: biased
     ``judgment`` and ``benevolent``; neutral ``self_description``, ``mention_*`` (a fact,
-    a legal question, a research question, support) and ``reported_rejected``."""
+    a legal question, a research question, support) and ``reported_rejected``. v4 adds
+    ``fiction_endorsed`` (a story, joke or hypothetical whose stereotype the speaker endorses
+    or acts on), ``fiction_unendorsed`` (a character's prejudice the speaker does not share)
+    and ``exchange`` (a user turn and an assistant turn stored as one memory)."""
     domain: str | None = None
     """The DIB domain of the stereotype (biased) or of the group mentioned (hard negative)."""
     strategy: str | None = None
@@ -65,6 +81,10 @@ class EvalItem(BaseModel):
     """v3: ISO 639-1 code of the text (``en``, ``fr``, ...)."""
     tendency: str | None = None
     """v3, biased items: ``negative`` or ``positive`` (a benevolent stereotype)."""
+    turns: tuple[Turn, ...] | None = None
+    """v4, exchange items: the stored turns, joined in ``text`` as "User: ..."/"Assistant: ..."."""
+    biased_speaker: Literal["user", "assistant", "both", "none"] | None = None
+    """v4, exchange items: whose turn generalises about the group (``none``: neither)."""
 
     @property
     def biased(self) -> bool:
