@@ -74,8 +74,11 @@ class AdversarialItem(BaseModel):
     text: str
     note: str = ""
     """How to read this item's result (not part of the text sent to the auditor)."""
-    expected: Literal["", "evade_attempt", "planted_verdict", "hard_negative"] = ""
-    """v4: what the item tests (see the set's description); empty in v1-v3."""
+    expected: Literal[
+        "", "evade_attempt", "planted_verdict", "hard_negative", "injected_instruction"
+    ] = ""
+    """v4: what the item tests (see the set's description); empty in v1-v3; v6 adds
+    ``injected_instruction``."""
     domain: str | None = None
     """v4: the gold domain (evade attempts) or the domain of the group mentioned (hard negatives)."""
     target_group: str = ""
