@@ -87,6 +87,11 @@ class Metrics:
             "dmt_audit_duration_seconds", "Auditor LLM call time per memory write.",
             buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
+        self.event_loop_lag = Histogram(
+            "dmt_event_loop_lag_seconds", "How late the event loop ran a timer (sampled every "
+            "50 ms): time the loop spent on work that should have run elsewhere.",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
         self.outbox_depth = Gauge(
             "dmt_outbox_depth", "Memory writes acknowledged but not yet stored.", registry=r,
         )  # fmt: skip

@@ -133,6 +133,11 @@ class AuditPolicy(BaseModel):
     first_stage_threshold: float | None = None
     timeout_s: float = 120.0
     max_attempts: int = 8
+    judged_chars: int = Field(default=2800, ge=200, le=3000)
+    """Characters of a memory the judges see. A longer memory is judged on its head, the
+    sentences that name a group and its tail; the verdict's ``excerpt`` finding states the
+    cut, and the stored memory keeps its own bound (``MAX_TEXT_CHARS``). At most the LLM
+    prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``)."""
     include_reply: bool = False
     """Also show the agent's reply to the auditor (as context) instead of the user's words only."""
     verdict: VerdictMode = "auto"

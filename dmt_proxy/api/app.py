@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -25,6 +27,7 @@ from dmt_proxy.api.routes_messages import router as messages_router
 from dmt_proxy.api.routes_responses import router as responses_router
 from dmt_proxy.api.routes_review import router as review_router
 from dmt_proxy.audit.protocol import Auditor
+from dmt_proxy.loop_lag import watch_loop_lag
 from dmt_proxy.memory.assembly import build_memory_service
 from dmt_proxy.memory.base import MemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
@@ -86,10 +89,14 @@ def create_app(
         log.info(
             "dmt-proxy %s ready (policy %s, mode %s)", __version__, policy.source, policy.mode.value
         )
+        lag = asyncio.create_task(watch_loop_lag(metrics.event_loop_lag), name="dmt-loop-lag")
         try:
             async with mcp_lifespan(app):
                 yield
         finally:
+            lag.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lag
             if memory is not None:
                 await memory.aclose()
             await app.state.embeddings.aclose()

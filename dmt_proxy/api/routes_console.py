@@ -18,6 +18,7 @@ script, and the console may not be framed.
 
 from __future__ import annotations
 
+import asyncio
 import unicodedata
 from datetime import UTC, date, datetime, time
 from importlib import resources
@@ -224,7 +225,9 @@ async def memory(request: Request, memory_id: str) -> Response:
         detail = await review_service(request).detail(memory_id, session.reviewer)
     except (NotFound, RequestError) as exc:
         return _error_page(session, exc)
-    return page("memory.html", session, d=grounded_detail(detail), domains=BIAS_TYPES)
+    # Grounding a long memory is pure-Python work: off the event loop.
+    grounded = await asyncio.to_thread(grounded_detail, detail)
+    return page("memory.html", session, d=grounded, domains=BIAS_TYPES)
 
 
 @router.get("/console/users")

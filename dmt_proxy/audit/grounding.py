@@ -43,9 +43,10 @@ from typing import Any, Literal
 
 import yaml
 
+from dmt_proxy.audit.excerpt import GroupPicker, excerpt
 from dmt_proxy.audit.normalize import normalize_memory
 from dmt_proxy.resources import data_dir
-from dmt_proxy.tags import BiasTag, TagGrounding
+from dmt_proxy.tags import BiasTag, Finding, TagGrounding
 
 LEXICON_VERSION = "group_lexicon_v2"
 """The lexicon grounding uses (a changed list is a new version)."""
@@ -54,8 +55,8 @@ TENDENCY_MAX_CHARS = 200
 SPAN_MAX_WORDS = 8
 """A judge's ``target_group`` longer than this is not taken as the group's span."""
 SCAN_MAX_CHARS = 20_000
-"""Text scanned for a group: a longer one is scanned on its head and tail (half each), as
-the judges see an oversized memory's head and tail."""
+"""Text scanned for a group: a longer one is scanned on the excerpt ``group_excerpt`` makes
+(head, the sentences that name a group, tail), as the judges see an oversized memory."""
 
 _WORD = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"\d+(?:s|st|nd|rd|th)?")
@@ -82,10 +83,7 @@ def singular(word: str) -> str:
 
 
 def _bounded(text: str) -> str:
-    if len(text) <= SCAN_MAX_CHARS:
-        return text
-    half = SCAN_MAX_CHARS // 2
-    return text[:half] + "\n" + text[-half:]
+    return group_excerpt(text, SCAN_MAX_CHARS)[0]
 
 
 def _clean(text: str) -> str:
@@ -208,6 +206,45 @@ def load_lexicon(version: str = LEXICON_VERSION) -> Lexicon:
             index.setdefault(form[0], []).append(IndexedForm(entry, form, adjective=True))
     frozen = {k: tuple(v) for k, v in index.items()}
     return Lexicon(version=version, entries=tuple(entries), heads=heads, index=frozen)
+
+
+def _plurals(word: str) -> tuple[str, ...]:
+    """Surface forms a singular lexicon word may take in text (the trigger pre-filter)."""
+    forms = [word, word + "s", word + "es"]
+    if word.endswith("y"):
+        forms.append(word[:-1] + "ies")
+    forms += [plural for plural, single in _IRREGULAR.items() if single == word]
+    return tuple(forms)
+
+
+_FUNCTION_WORDS = frozenset(
+    ["the", "a", "an", "in", "on", "of", "over", "under", "to", "from", "with", "their", "his", "her", "its", "my", "our", "your", "la", "le", "les", "los", "las", "el", "de", "del", "des", "der", "die", "das", "di", "da", "do", "dos", "du", "et", "y", "und", "e", "o"]
+)  # fmt: skip
+
+
+def _trigger(form: tuple[str, ...]) -> str | None:
+    """The word of ``form`` a sentence is pre-filtered on: its longest content word
+    ("aged" in "the aged", "fifty" in "in their fifty"), so that "the" is no trigger."""
+    words = [w for w in form if w != NUM and w not in _FUNCTION_WORDS]
+    return max(words, key=len) if words else None
+
+
+@cache
+def group_picker(version: str = LEXICON_VERSION) -> GroupPicker:
+    """How ``excerpt`` finds the sentences that name a group of lexicon ``version``."""
+    lexicon = load_lexicon(version)
+    forms = {f.form for indexed in lexicon.index.values() for f in indexed}
+    triggers = frozenset(
+        surface for form in forms if (word := _trigger(form)) for surface in _plurals(word)
+    )
+    return GroupPicker(triggers=triggers,
+                       names_group=lambda s: bool(find_groups(s, lexicon)))  # fmt: skip
+
+
+def group_excerpt(text: str, max_chars: int) -> tuple[str, Finding | None]:
+    """``text`` bounded for the judges: head, the sentences naming a group, tail (the
+    ``excerpt`` finding states the cut); within ``max_chars`` it is returned whole."""
+    return excerpt(text, max_chars, group_picker())
 
 
 @dataclass(frozen=True)

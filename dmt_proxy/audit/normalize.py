@@ -402,23 +402,3 @@ def without_placeholders(text: str) -> str:
     removed" scored like a remark about people (0.51 became 0.63 on a travel question).
     """
     return _tidy(_PLACEHOLDER.sub(" ", text))
-
-
-def excerpt(text: str, max_chars: int) -> tuple[str, Finding | None]:
-    """A bounded excerpt of ``text`` for the judges, and the finding that states it.
-
-    Text within ``max_chars`` is returned whole (no finding). Longer text keeps its
-    first two thirds of the budget and its last third, joined by a visible marker, so
-    neither end of a long memory escapes the audit; the finding names the ranges.
-    """
-    if len(text) <= max_chars:
-        return text, None
-    head = (max_chars * 2) // 3
-    tail = max_chars - head
-    cut = len(text) - head - tail
-    body = f"{text[:head]}\n[... {cut} characters not audited ...]\n{text[-tail:]}"
-    detail = (
-        f"audited characters 1-{head} and {len(text) - tail + 1}-{len(text)} "
-        f"of {len(text)} ({cut} not audited)"
-    )
-    return body, Finding(kind=FindingKind.EXCERPT, rule="bounded_excerpt", detail=detail)

@@ -6,8 +6,10 @@ all judge a memory the same way:
 
 1. ``normalize_memory`` (``dmt_proxy.audit.normalize``): the text both judges see,
    and manipulation findings;
-2. an oversized memory is cut to a bounded excerpt (head and tail), stated as an
-   ``excerpt`` finding; it is never skipped;
+2. an oversized memory is judged on a bounded excerpt (head, the sentences that name a
+   group, tail: ``grounding.group_excerpt``), stated as an ``excerpt`` finding; it is never
+   skipped. The raw text is bounded first (to ``RAW_FACTOR`` times the judges' bound), so
+   normalisation costs the same for a 3.5 MB memory as for a 12 KB one;
 3. the embedding first stage, when configured, on the text without the normaliser's
    placeholders (``without_placeholders``): a memory it scores below its
    threshold is decided clean without an LLM call, unless normalisation found a
@@ -19,6 +21,11 @@ all judge a memory the same way:
    carries the domains of the groups the text names (``text_domains``), to which the
    judges' domain vote keeps.
 
+Every CPU-bound step (bounding, normalisation, the first stage, naming the text's
+domains) runs in a worker thread (``asyncio.to_thread``): the event loop only awaits them,
+so one long memory never stalls another request. Each step is bounded by the excerpt, so a
+thread holds the interpreter in slices of one switch interval (5 ms), not seconds.
+
 The findings and the first stage's opinion ride on the verdict;
 ``AuditVerdict.decide`` turns a manipulation finding into a tag whatever the judges
 concluded, and a confident disagreement of the two judges into ``disputed``.
@@ -26,17 +33,14 @@ concluded, and a confident disagreement of the two judges into ``disputed``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
-from dmt_proxy.audit.grounding import named_domains
+from dmt_proxy.audit.grounding import group_excerpt, named_domains
 from dmt_proxy.audit.language import probably_english
-from dmt_proxy.audit.normalize import (
-    NORMALIZER_VERSION,
-    excerpt,
-    normalize_memory,
-    without_placeholders,
-)
+from dmt_proxy.audit.normalize import NORMALIZER_VERSION, normalize_memory, without_placeholders
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
+from dmt_proxy.tags import Finding
 
 if TYPE_CHECKING:
     from dmt_proxy.audit.first_stage import EmbeddingFirstStage, FirstStageDecision
@@ -44,7 +48,6 @@ if TYPE_CHECKING:
     from dmt_proxy.audit.protocol import Auditor
     from dmt_proxy.metrics import Metrics
     from dmt_proxy.policy import AuditPolicy, Policy
-    from dmt_proxy.tags import Finding
     from dmt_proxy.upstream.base import ChatModel
     from dmt_proxy.upstream.models import ModelRegistry
 
@@ -52,13 +55,34 @@ AUDIT_MAX_CHARS = 2800
 """Characters of a memory the judges see; longer memories are judged on an excerpt. Below
 the LLM prompt's own bound (``auditor_prompt.MEMORY_MAX_CHARS``) with room for the marker."""
 REPLY_MAX_CHARS = 800
+RAW_FACTOR = 4
+"""A raw memory is bounded to this many times the judges' bound before it is normalised:
+room for what normalisation removes (hidden characters, injected blocks) while keeping
+normalisation's cost bounded (~0.07 s of pure Python at 11,200 characters, against ~10 s
+for a 3.5 MB message)."""
+
+
+def bounded_for_judges(
+    text: str, max_chars: int = AUDIT_MAX_CHARS, normalizer: str = NORMALIZER_VERSION
+) -> tuple[str, bool, tuple[Finding, ...]]:
+    """The text the judges see of ``text`` (bounded, normalised, bounded again), whether
+    normalisation found a manipulation attempt, and the findings (normalisation's, then
+    the excerpt's). CPU-bound: call it off the event loop."""
+    raw, raw_cut = group_excerpt(text, max_chars * RAW_FACTOR)
+    normalized = normalize_memory(raw, normalizer)
+    judged, cut = group_excerpt(normalized.text, max_chars)
+    if raw_cut is not None and cut is not None:  # one finding, in the memory's own positions
+        detail = f"{raw_cut.detail}; that excerpt cut again to {max_chars} after normalisation"
+        cut = raw_cut.model_copy(update={"detail": detail})
+    cut = cut or raw_cut
+    return judged, normalized.manipulation, normalized.findings + ((cut,) if cut else ())
 
 
 def judged_text(text: str, normalizer: str = NORMALIZER_VERSION) -> str:
-    """What the judges see of a memory: normalised, then bounded to ``AUDIT_MAX_CHARS``.
+    """What the judges see of a memory (``bounded_for_judges`` at ``AUDIT_MAX_CHARS``).
     ``StagedAuditor.stage`` stages a candidate this way; replays and reports use this to
     see the same text without a pipeline."""
-    return excerpt(normalize_memory(text, normalizer).text, AUDIT_MAX_CHARS)[0]
+    return bounded_for_judges(text, AUDIT_MAX_CHARS, normalizer)[0]
 
 
 class StagedAuditor:
@@ -91,9 +115,11 @@ class StagedAuditor:
 
     async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
         """Judge one memory through every stage; ``AuditorUnavailable`` passes through."""
-        staged, normalized_manipulation, findings = self.stage(candidate)
+        staged, normalized_manipulation, findings = await asyncio.to_thread(self.stage, candidate)
         opinion = None
-        english = self.normalizer == "normalize_v2" or probably_english(staged.text)
+        english = self.normalizer == "normalize_v2" or await asyncio.to_thread(
+            probably_english, staged.text
+        )
         if self.first_stage is not None and english:
             scored = staged.model_copy(update={"text": without_placeholders(staged.text)})
             decision = await self.first_stage.decide(scored)
@@ -101,8 +127,9 @@ class StagedAuditor:
             if not decision.send_to_auditor and not normalized_manipulation:
                 return skipped_by_first_stage(decision, self.first_stage.method, findings)
         verdict = await self.auditor.audit(staged)
+        domains = await asyncio.to_thread(named_domains, staged.text)
         update = {"findings": verdict.findings + findings, "first_stage": opinion,
-                  "text_domains": named_domains(staged.text)}  # fmt: skip
+                  "text_domains": domains}  # fmt: skip
         verdict = verdict.model_copy(update=update)
         fusion = self.fusion
         if self.kind_fusion is not None and verdict.kind_probs:
@@ -111,16 +138,15 @@ class StagedAuditor:
 
     def stage(self, candidate: AuditCandidate) -> tuple[AuditCandidate, bool, tuple[Finding, ...]]:
         """The candidate as the judges see it (normalised, bounded), whether normalisation
-        found a manipulation attempt, and the findings to attach."""
-        normalized = normalize_memory(candidate.text, self.normalizer)
-        text, cut = excerpt(normalized.text, self.max_chars)  # = judged_text at the default bound
-        findings = normalized.findings + ((cut,) if cut is not None else ())
+        found a manipulation attempt, and the findings to attach. CPU-bound (pure Python,
+        bounded by the excerpt): ``audit`` runs it in a worker thread."""
+        text, manipulation, findings = bounded_for_judges(candidate.text, self.max_chars,
+                                                          self.normalizer)  # fmt: skip
         reply = ""
         if candidate.reply:
-            reply = excerpt(normalize_memory(candidate.reply, self.normalizer).text,
-                            REPLY_MAX_CHARS)[0]  # fmt: skip
+            reply = bounded_for_judges(candidate.reply, REPLY_MAX_CHARS, self.normalizer)[0]
         staged = candidate.model_copy(update={"text": text, "reply": reply})
-        return staged, normalized.manipulation, findings
+        return staged, manipulation, findings
 
     async def explain(self, candidate: AuditCandidate, verdict: AuditVerdict) -> AuditVerdict:
         """The deferred rationale of ``verdict`` from the inner auditor, on the same staged
@@ -128,7 +154,7 @@ class StagedAuditor:
         explain = getattr(self.auditor, "explain", None)
         if explain is None:
             return verdict
-        staged, _, _ = self.stage(candidate)
+        staged, _, _ = await asyncio.to_thread(self.stage, candidate)
         result: AuditVerdict = await explain(staged, verdict)
         return result
 
@@ -215,4 +241,5 @@ def staged_auditor(
         kind_fusion = calibration.fusion_for(model_key, classifier, kind=True)
     floor = min([audit.tau, *audit.tau_per_domain.values()])
     return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor,
-                         kind_fusion=kind_fusion, normalizer=normalizer)  # fmt: skip
+                         kind_fusion=kind_fusion, normalizer=normalizer,
+                         max_chars=audit.judged_chars)  # fmt: skip

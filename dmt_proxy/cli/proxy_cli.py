@@ -13,6 +13,7 @@ from typing import Any
 
 from dmt_proxy.cli.framework import Cli, CommandGroup
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.loop_lag import favour_the_event_loop
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream import launcher, local_models
 
@@ -36,6 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings.load_policy()  # fail fast with a clear message before uvicorn starts
     check_client(settings)
+    favour_the_event_loop()
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False)  # fmt: skip
@@ -76,6 +78,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings: Settings = args.settings
     from dmt_proxy.cli.worker import main as run_worker
 
+    favour_the_event_loop()
     return run_worker(settings)
 
 

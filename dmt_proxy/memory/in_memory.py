@@ -109,6 +109,17 @@ def keyword_tokens(text: str) -> set[str]:
     return tokens
 
 
+INLINE_TOKENS_CHARS = 10_000
+"""Texts up to this long are tokenised on the event loop (under a millisecond); a longer
+query or record (up to 4 MiB and 100,000 characters) in a worker thread."""
+
+
+async def _tokens_of(text: str) -> set[str]:
+    if len(text) <= INLINE_TOKENS_CHARS:
+        return keyword_tokens(text)
+    return await asyncio.to_thread(keyword_tokens, text)
+
+
 def keyword_score(query: set[str], doc: set[str]) -> float:
     """Set cosine |q ∩ d| / sqrt(|q| |d|); 0.0 when either set is empty."""
     if not query or not doc:
@@ -161,9 +172,11 @@ class InMemoryBackend(BackendPlugin):
         embedder = config.shared_embedder() if options.scoring == "embedding" else None
         return cls(snapshot=snapshot, embedder=embedder)
 
-    def _index(self, record: MemoryRecord, vector: list[float] | None) -> None:
+    def _index(
+        self, record: MemoryRecord, vector: list[float] | None, tokens: set[str] | None = None
+    ) -> None:
         self._records[record.id] = record
-        self._tokens[record.id] = keyword_tokens(record.text)
+        self._tokens[record.id] = keyword_tokens(record.text) if tokens is None else tokens
         if vector is not None:
             self._vectors[record.id] = vector
 
@@ -190,7 +203,7 @@ class InMemoryBackend(BackendPlugin):
                 for r in visible
             ]
         else:
-            qt = keyword_tokens(query)
+            qt = await _tokens_of(query)
             scored = [(keyword_score(qt, self._tokens[r.id]), r) for r in visible]
             scored = [(s, r) for s, r in scored if s > 0.0]
         scored.sort(key=lambda pair: (-pair[0], pair[1].created_at))
@@ -208,7 +221,7 @@ class InMemoryBackend(BackendPlugin):
                 vector = (await asyncio.to_thread(self._embedder.embed, [record.text]))[0]
             if old is not None:
                 record = record.model_copy(update={"created_at": old.created_at})
-            self._index(record, vector)
+            self._index(record, vector, await _tokens_of(record.text))
             return record
 
     async def update(

@@ -50,7 +50,10 @@ class RenderItem:
 
 def neutralize(text: str, *, max_chars: int = 4000) -> str:
     """Rewrite reserved markers in user text and bound its length."""
-    cleaned = RESERVED.sub("[reserved-word]", text)
+    # Only a bounded prefix is rewritten (a stored memory holds up to 100,000 characters,
+    # rendered on the request path): four times the bound leaves room for every marker
+    # the rewrite shortens, so the first ``max_chars`` are what rewriting all would give.
+    cleaned = RESERVED.sub("[reserved-word]", text[: 4 * max_chars])
     # Angle brackets become look-alikes so chat-template tokens (<|im_end|>, </s>) and
     # tag-like delimiters in user text cannot end a turn or a block in the prompt.
     cleaned = cleaned.replace("<", "\u2039").replace(">", "\u203a")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dmt_proxy.audit.decision import decide
-from dmt_proxy.audit.normalize import PLACEHOLDERS, excerpt, normalize_memory
+from dmt_proxy.audit.normalize import PLACEHOLDERS, normalize_memory
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import load_items
@@ -131,16 +131,6 @@ def test_hidden_characters_and_confusables_are_counted_not_flagged() -> None:
     assert russian.text == "привет" and russian.confusables == 0
 
 
-def test_excerpt_keeps_head_and_tail_and_states_the_cut() -> None:
-    text = "A" * 5000 + "MIDDLE" + "Z" * 5000
-    body, finding = excerpt(text, 3000)
-    assert finding is not None and finding.kind is FindingKind.EXCERPT
-    assert body.startswith("A" * 2000) and body.endswith("Z" * 1000) and "MIDDLE" not in body
-    assert "characters not audited" in body and len(body) < 3100
-    assert finding.detail == "audited characters 1-2000 and 9007-10006 of 10006 (7006 not audited)"
-    assert excerpt("short", 3000) == ("short", None)
-
-
 MANIPULATION = Finding(kind=FindingKind.MANIPULATION, rule="verdict_request", detail="do not flag")
 CUT = Finding(kind=FindingKind.EXCERPT, rule="bounded_excerpt", detail="audited characters 1-2")
 
@@ -205,7 +195,8 @@ async def test_staged_auditor_bounds_an_oversized_memory() -> None:
     assert len(judge.calls[0].text) < 1100
     decision = decide(verdict, AuditPolicy())
     assert decision.status is AuditStatus.CLEAN and decision.tag is not None
-    assert decision.tag.excerpt.startswith("audited characters 1-666 and")
+    assert decision.tag.excerpt.startswith("excerpt_v2: audited characters 1-2000 and 9001-10000")
+    assert decision.tag.excerpt.endswith("cut again to 1000 after normalisation")
 
 
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)

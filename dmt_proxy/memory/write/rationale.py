@@ -92,11 +92,17 @@ class DeferredRationales:
             return
         # Grounded like every stored tag: the judge's own group and rationale reach the agent
         # and the console only if they name a group the memory's text names.
-        tag = ground_tag(stored.tag.model_copy(update={
-            "rationale": explained.rationale[:1000],
-            "target_group": (explained.target_group or stored.tag.target_group)[:200],
-            "tendency": (explained.tendency or stored.tag.tendency)[:200],
-        }), candidate.text)  # fmt: skip
+        tag = await asyncio.to_thread(
+            ground_tag,
+            stored.tag.model_copy(
+                update={
+                    "rationale": explained.rationale[:1000],
+                    "target_group": (explained.target_group or stored.tag.target_group)[:200],
+                    "tendency": (explained.tendency or stored.tag.tendency)[:200],
+                }
+            ),
+            candidate.text,
+        )  # fmt: skip  (CPU-bound grounding, off the event loop)
         await self.backend.update(scope, memory_id, audit_status=decision.status, tag=tag)
         self.written += 1
 

@@ -21,6 +21,7 @@ its status; a memory a reviewer has decided is held there, and the callers check
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from dmt_proxy.audit.decision import AuditDecision, decide
@@ -43,7 +44,9 @@ async def store_verdict(
     Returns the decision once the backend has it; a backend failure raises (the
     caller retries, and the same verdict is decided the same way again).
     """
-    decision = ground_decision(decide(verdict, policy), text)
+    # Grounding normalises and scans up to ``grounding.SCAN_MAX_CHARS`` of pure Python:
+    # off the event loop, like every CPU-bound step of the write path.
+    decision = await asyncio.to_thread(ground_decision, decide(verdict, policy), text)
     if decision.inconsistent:  # a contradictory verdict, decided clean: worth a line in the log
         log.info("memory %s (auditor %s): %s", memory_id, verdict.auditor, decision.reason)
     if decision.store:
