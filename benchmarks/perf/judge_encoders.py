@@ -129,7 +129,9 @@ def main() -> None:
     encoders_c = {"use": use_c, **({"e5": e5_c} if e5_c is not None else {})}
     for name, x in encoders_c.items():
         head = fit(x[train_c], y_c[train_c])
-        results[f"A_corpus_dev_{name}"] = auc_ci(y_c[~train_c], head.predict_proba(x[~train_c])[:, 1])
+        results[f"A_corpus_dev_{name}"] = auc_ci(
+            y_c[~train_c], head.predict_proba(x[~train_c])[:, 1]
+        )
         natural_x = use_n if name == "use" else e5_n
         results[f"B_corpus_to_natural_{name}"] = by_slice(head.predict_proba(natural_x)[:, 1])
 
