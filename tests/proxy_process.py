@@ -24,6 +24,7 @@ import httpx
 import yaml
 
 from dmt_proxy.bench.harness.proxy import free_port
+from tests.timing import budget
 
 ADMIN_KEY = "reliability-admin-key"
 ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
@@ -54,6 +55,9 @@ class ProxyProcess:
         return self.state_dir / "proxy.log"
 
     def start(self, *extra_args: str, timeout_s: float = 120.0) -> ProxyProcess:
+        """Start it and wait until ``/healthz`` answers (``timeout_s``: a hang guard, scaled
+        by ``DMT_TEST_TIME_FACTOR``; a cold start imports the whole proxy)."""
+        timeout_s = budget(timeout_s)
         if not self.port:
             self.port = free_port()
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +160,7 @@ class FakeUpstream:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout_s: float = 30.0) -> FakeUpstream:
+        timeout_s = budget(timeout_s)  # a start-up wait: a hang guard that scales with the machine
         self.port = self.port or free_port()
         # Started by module name, so tests follow the fake wherever it is shipped.
         self.proc = subprocess.Popen(
@@ -243,11 +248,18 @@ def admin_memories(base_url: str, user: str) -> list[dict[str, Any]]:
 
 
 def wait_outbox_empty(base_url: str, timeout_s: float) -> float:
-    """Poll the admin API until every acknowledged write is stored and audited; seconds taken."""
+    """Poll the admin API until every acknowledged write is stored and audited; seconds taken.
+
+    ``timeout_s`` is a hang guard (scaled by ``DMT_TEST_TIME_FACTOR``). A proxy busy with
+    the audits this waits for may answer one poll slowly: a poll may use what is left of
+    the wait (at least a second), not a fixed few seconds of its own.
+    """
+    timeout_s = budget(timeout_s)
     started = time.monotonic()
     depth = -1
-    while time.monotonic() - started < timeout_s:
-        depth = httpx.get(f"{base_url}/admin/outbox", headers=ADMIN, timeout=10).json()["depth"]
+    while (left := timeout_s - (time.monotonic() - started)) > 0:
+        resp = httpx.get(f"{base_url}/admin/outbox", headers=ADMIN, timeout=max(left, 1.0))
+        depth = resp.json()["depth"]
         if depth == 0:
             return time.monotonic() - started
         time.sleep(0.25)

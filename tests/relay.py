@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from dmt_proxy.bench.harness.proxy import free_port
+from tests.timing import budget
 
 
 class RecordingRelay:
@@ -64,11 +66,12 @@ class RecordingRelay:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
-        for _ in range(100):
-            if self._server.started:
-                return self
-            threading.Event().wait(0.05)
-        raise RuntimeError("relay did not start")
+        deadline = time.monotonic() + budget(30)  # a start-up wait: a hang guard
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("relay did not start")
+            time.sleep(0.05)
+        return self
 
     def stop(self) -> None:
         if self._server is not None:

@@ -21,21 +21,25 @@ from pathlib import Path
 import pytest
 
 from tests.proxy_process import FakeUpstream
+from tests.timing import budget
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def slow_upstream() -> Iterator[str]:
+def slow_upstream() -> Iterator[FakeUpstream]:
     fake = FakeUpstream(("--delay-s", "60")).start()
     try:
-        yield fake.api_base
+        yield fake
     finally:
         fake.kill()  # it would wait out the minute-long request the killed run left open
 
 
-def test_sigterm_marks_the_run_stopped_with_its_time(tmp_path: Path, slow_upstream: str) -> None:
-    model = {"model": "openai/fake-model", "api_base": slow_upstream, "api_key_env": "FAKE_KEY"}
+def test_sigterm_marks_the_run_stopped_with_its_time(
+    tmp_path: Path, slow_upstream: FakeUpstream
+) -> None:
+    model = {"model": "openai/fake-model", "api_base": slow_upstream.api_base,
+             "api_key_env": "FAKE_KEY"}  # fmt: skip
     config = {
         "version": 2, "kind": "compare", "name": "sigterm", "seed": 0, "turns": 2,
         "interval": 1, "conditions": ["baseline"], "memory": ["mem0"],
@@ -51,11 +55,15 @@ def test_sigterm_marks_the_run_stopped_with_its_time(tmp_path: Path, slow_upstre
         env={**os.environ, "FAKE_KEY": "not-a-key"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + budget(120)
     while not (out / "run.json").exists() and proc.poll() is None:
         assert time.monotonic() < deadline, "the run did not start"
         time.sleep(0.2)
-    time.sleep(3)  # into the generator's first (minute-long) call
+    time.sleep(3)  # a few seconds into the run,
+    while slow_upstream.requests() == 0:  # and into its first (minute-long) model call
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run made no model call"
+        time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

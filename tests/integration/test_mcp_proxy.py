@@ -24,6 +24,7 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from tests.proxy_process import ProxyProcess
+from tests.timing import budget
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPET = ROOT / "docs" / "snippets" / "mcp_memory.py"
@@ -93,7 +94,9 @@ def test_acknowledged_mcp_writes_survive_kill_9(tmp_path: Path) -> None:
             queued = int(db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
         assert queued > 0, "nothing was queued at the kill; the test proves nothing"
         proxy = ProxyProcess(state_dir=tmp_path / "state", port=proxy.port).start(*args)
-        deadline = time.monotonic() + 30
+        # A hang guard: the restarted proxy stores and audits what was queued at the kill
+        # (its first audit loads the first stage's embedding model).
+        deadline = time.monotonic() + budget(120)
         while True:
             listed = asyncio.run(_listed(mcp_url(proxy)))
             if all(m["audit_status"] != "pending" for m in listed) or time.monotonic() > deadline:

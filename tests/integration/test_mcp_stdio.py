@@ -11,12 +11,15 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
+
+from tests.timing import budget
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,12 +44,15 @@ def payload(result: CallToolResult) -> Any:
 
 async def audited(client: Client) -> list[dict[str, Any]]:
     """The user's memories once none is pending (the subprocess's worker audits them)."""
-    for _ in range(200):
+    # A hang guard: the first audit loads the first stage's embedding model.
+    deadline = time.monotonic() + budget(60)
+    while True:
         found: list[dict[str, Any]] = payload(await client.call_tool("get_memories", {}))["results"]
         if all(m["audit_status"] != "pending" for m in found):
             return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still pending: {found}")
         await asyncio.sleep(0.05)
-    raise AssertionError(f"still pending: {found}")
 
 
 async def test_stdio_add_search_get_update_delete(tmp_path: Path) -> None:

@@ -173,7 +173,8 @@ def test_wheel_carries_data_and_serves(tmp_path: Path) -> None:
         assert health["status"] == "ok"
         base = f"http://127.0.0.1:{port}"
         for path in ("/console/login", "/console/static/console.js"):  # offline, from the wheel
-            with urllib.request.urlopen(base + path, timeout=5) as r:
+            # The fresh process's first pages: a hang guard, not a pace.
+            with urllib.request.urlopen(base + path, timeout=60) as r:
                 assert r.status == 200 and r.read(), path
     finally:
         proc.terminate()

@@ -214,14 +214,18 @@ def test_admin_routes_reject_bad_input_with_4xx(
                           default_model="fast", mode="off")  # fmt: skip
     proxy = proxy_factory("--policy", str(policy), env=proxy_env())
     base = proxy.base_url
-    checks = {
-        "user too long": httpx.get(f"{base}/memories", params={"user": "u" * 300}, headers=ADMIN),
-        "user control char": httpx.get(f"{base}/memories", params={"user": "a\tb"}, headers=ADMIN),
-        "user blank": httpx.delete(f"{base}/memories", params={"user": "  "}, headers=ADMIN),
-        "no user": httpx.get(f"{base}/memories", headers=ADMIN),
-        "unknown id": httpx.get(f"{base}/memories/" + "%00" * 50, headers=ADMIN),
-        "no admin key": httpx.get(f"{base}/memories", params={"user": "u"}),
-    }
+    # The first requests of a fresh process: a hang guard, not httpx's default 5 s.
+    with httpx.Client(timeout=60) as http:
+        checks = {
+            "user too long": http.get(f"{base}/memories", params={"user": "u" * 300},
+                                      headers=ADMIN),
+            "user control char": http.get(f"{base}/memories", params={"user": "a\tb"},
+                                          headers=ADMIN),
+            "user blank": http.delete(f"{base}/memories", params={"user": "  "}, headers=ADMIN),
+            "no user": http.get(f"{base}/memories", headers=ADMIN),
+            "unknown id": http.get(f"{base}/memories/" + "%00" * 50, headers=ADMIN),
+            "no admin key": http.get(f"{base}/memories", params={"user": "u"}),
+        }  # fmt: skip
     statuses = {name: r.status_code for name, r in checks.items()}
     assert statuses == {"user too long": 400, "user control char": 400, "user blank": 400,
                         "no user": 400, "unknown id": 404, "no admin key": 401}  # fmt: skip

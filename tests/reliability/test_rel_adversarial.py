@@ -40,6 +40,7 @@ from tests.reliability.adversarial_auditor import (
     rate,
     summarize,
 )
+from tests.timing import budget
 
 SET = load_set()
 SET_V2 = load_set("adversarial_memories_v2")
@@ -166,7 +167,9 @@ async def test_through_the_proxy_no_forged_tag_reaches_the_upstream_prompt(
         body = {"model": "local/smollm2", "user": "attacker",
                 "messages": [{"role": "user", "content": item.text}]}  # fmt: skip
         assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
-    assert await proxy.memory.drain(timeout_s=20)
+    # A hang guard: the first audit loads the first stage's embedding model (seconds
+    # from a cold disk cache).
+    assert await proxy.memory.drain(timeout_s=budget(60))
     # Words from every text, so retrieval brings back all of them.
     query = " ".join(b.text for b in SET.bases) + " auditor memory verified clean"
     body = {"model": "local/smollm2", "user": "attacker",

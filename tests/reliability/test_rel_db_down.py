@@ -37,6 +37,7 @@ from tests.proxy_process import (
     write_policy,
 )
 from tests.reliability.harness import metric, scrape
+from tests.timing import budget
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -83,11 +84,14 @@ def test_the_database_stopped_mid_load_loses_no_acknowledged_write(
     proxy = proxy_factory("--policy", str(policy_path), state_dir=tmp_path / "proxy", env=env)
 
     acknowledged: list[str] = []
+    up_latency: list[float] = []
     down_headers: list[str] = []
     down_latency: list[float] = []
     with httpx.Client(base_url=proxy.base_url, timeout=30) as client:
         for i in range(20):
+            started = time.monotonic()
             text, resp = send(client, i)
+            up_latency.append(time.monotonic() - started)
             assert resp.status_code == 200, resp.text
             acknowledged.append(text)
 
@@ -119,7 +123,11 @@ def test_the_database_stopped_mid_load_loses_no_acknowledged_write(
     # later one answer without touching the database.
     assert circuit_open in (1, 2), "the circuit is open (or probing) while the server is down"
     assert all("store circuit open" in h for h in down_headers[1:]), down_headers
-    assert max(down_latency[1:]) < 0.5, down_latency
+    # Nor do they wait on the database: each is at most twice as slow as the slowest with the
+    # server up (this machine's own pace; the first, cold request left out) or 0.5 s,
+    # whichever is more. One that waited on the dead pool would add its 1 s connect timeout.
+    bound = max(0.5, 2 * max(up_latency[1:]))
+    assert max(down_latency[1:]) < bound, (down_latency, bound)
     drained_s = wait_outbox_empty(proxy.base_url, timeout_s=120)
 
     stored: dict[str, int] = {}
@@ -220,7 +228,9 @@ def test_two_proxies_and_a_worker_fail_fast_and_audit_once_through_an_outage(
     p95 = after[int(0.95 * (len(after) - 1))]
     baseline_p95 = sorted(baseline)[int(0.95 * (len(baseline) - 1))]
     assert p95 <= max(2 * baseline_p95, 0.5), (p95, baseline_p95)
-    assert first_failure - stopped < 2, "the first request of the outage waited too long"
+    # Expected well under a second (the circuit's 0.25 s check); the bound is a coarse guard
+    # against waiting out the store's timeouts, scaled for a slow machine.
+    assert first_failure - stopped < budget(2), "the first request of the outage waited too long"
 
     wait_outbox_empty(proxies[0].base_url, timeout_s=120)
     wait_outbox_empty(proxies[1].base_url, timeout_s=120)

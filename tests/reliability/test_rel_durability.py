@@ -45,6 +45,7 @@ from tests.proxy_process import (
     write_policy,
 )
 from tests.reliability.harness import LoadRun
+from tests.timing import budget
 
 # -- 1. SIGKILL mid-load -----------------------------------------------------------
 
@@ -209,7 +210,13 @@ async def test_store_outage_queues_writes_then_drains(
         assert {r.headers["x-dmt-memory"] for r in responses} == {
             "unavailable (MemoryStoreError); answered without memory"
         }
-    await asyncio.sleep(1.5)  # the worker retries against the dead store meanwhile
+    # The worker retries against the dead store meanwhile. The outage lasts 1.5 s, and on a
+    # slow machine until the worker has met it once per write (the deadline: a hang guard).
+    await asyncio.sleep(1.5)
+    deadline = time.monotonic() + budget(30)
+    while sum(backend.failures[op] for op in ("write", "update")) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} failed store calls: {backend.failures}"
+        await asyncio.sleep(0.05)
     outbox = (await client.get("/v1/admin/outbox", headers=ADMIN)).json()
     assert outbox["depth"] == n, "a write left the outbox while the store was down"
     retried_during = sum(backend.failures[op] for op in ("write", "update"))

@@ -37,9 +37,13 @@ from tests.proxy_process import (
     write_policy,
 )
 from tests.reliability.harness import metric, scrape
+from tests.timing import budget
 
 RETRIES = 2
-TIMEOUT_S = 0.5
+# The proxy's upstream timeout applies to the instant fakes too, so it must exceed any
+# stall of theirs, and the slow fakes must outlast it by far: both scale with the machine.
+TIMEOUT_S = budget(0.5)
+SLOW_S = budget(3.0)
 
 
 def chat(proxy: ProxyProcess, model: str, *, stream: bool = False, user: str | None = None,
@@ -75,10 +79,10 @@ def test_upstream_and_auditor_faults_in_a_real_process(
     ok, broken, slow, trunc = (
         fakes(),
         fakes("--fail-status", "503"),
-        fakes("--delay-s", "3"),
+        fakes("--delay-s", str(SLOW_S)),
         fakes("--truncate"),
     )
-    slow_auditor = fakes("--delay-s", "3")
+    slow_auditor = fakes("--delay-s", str(SLOW_S))
     models = {"fast": ok, "broken": broken, "slow": slow, "trunc": trunc, "auditor": slow_auditor}
     policy = write_policy(tmp_path / "policy.yaml", models=models, default_model="fast",
                           audit={"auditor_model": "auditor", "timeout_s": TIMEOUT_S,
@@ -92,11 +96,12 @@ def test_upstream_and_auditor_faults_in_a_real_process(
     assert_openai_error(chat(proxy, "broken", stream=True), 502, "upstream_error")
     assert broken.requests() == 2 * (1 + RETRIES)
 
-    # Timeout: each attempt gives up after TIMEOUT_S; the client gets a 504 well before 3 s x 3.
+    # Timeout: each attempt gives up after TIMEOUT_S; the client gets a 504 well before
+    # SLOW_S x 3 (allowing each attempt a second, scaled, for its backoff and overhead).
     started = time.monotonic()
     assert_openai_error(chat(proxy, "slow"), 504, "upstream_timeout")
     took = time.monotonic() - started
-    assert took < (1 + RETRIES) * (TIMEOUT_S + 1.0), took
+    assert took < (1 + RETRIES) * (TIMEOUT_S + budget(1.0)), took
     assert slow.requests() == 1 + RETRIES
 
     # Truncated stream: 200 and the first chunk, then an in-band error event and no [DONE].

@@ -54,7 +54,8 @@ def test_a_memory_written_through_one_proxy_is_retrieved_through_another(
     written = chat(proxy_a, "carol", "Please remember that my dog is named Rex.")
     assert written.headers["x-dmt-memory-write"] == "queued"
     # One outbox for both proxies, and neither drains it (--no-worker via DMT_WORKER=off).
-    outbox = httpx.get(f"{proxy_b.base_url}/admin/outbox", headers=ADMIN, timeout=10).json()
+    # B's first request (a hang guard: a fresh process answers its first ones slowest).
+    outbox = httpx.get(f"{proxy_b.base_url}/admin/outbox", headers=ADMIN, timeout=60).json()
     assert outbox["depth"] == 1
     [queued] = admin_memories(proxy_b.base_url, "carol")
     assert queued["audit_status"] == "pending"

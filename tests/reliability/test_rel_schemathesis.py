@@ -54,7 +54,8 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(
     root = f"http://127.0.0.1:{proxy.port}"
     for user in ("alice", "bob"):  # real records, so the memory routes' 200s are checked too
         body = {"model": "fast", "user": user, "messages": [{"role": "user", "content": "Hi"}]}
-        assert httpx.post(f"{root}/v1/chat/completions", json=body, timeout=10).status_code == 200
+        # A hang guard: the first requests of a fresh process are its slowest (lazy imports).
+        assert httpx.post(f"{root}/v1/chat/completions", json=body, timeout=60).status_code == 200
 
     schema = schemathesis.openapi.from_url(f"{root}/openapi.json")
     statuses: Counter[int] = Counter()
@@ -103,4 +104,5 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(
     )
     assert failures == [], "\n".join(failures[:10])
     assert server_errors == 0
-    assert httpx.get(f"{root}/healthz", timeout=5).status_code == 200
+    # Still up, possibly still auditing what the fuzzing wrote: a hang guard, not a pace.
+    assert httpx.get(f"{root}/healthz", timeout=60).status_code == 200

@@ -26,6 +26,7 @@ from dmt_proxy.testing.app import InProcessApp
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.fixtures import OpenApp
+from tests.timing import budget
 
 URL = "/v1/chat/completions"
 ADMIN = {"authorization": "Bearer sekrit"}
@@ -51,7 +52,9 @@ class Env:
         return self.proxy.client
 
     async def drain(self) -> None:
-        assert await self.proxy.memory.drain(timeout_s=10)
+        # A hang guard: the first audit loads the first stage's embedding model (seconds
+        # from a cold disk cache).
+        assert await self.proxy.memory.drain(timeout_s=budget(60))
 
     def ask(self, text: str, user: str = "alice", **headers: str) -> Any:
         body = {

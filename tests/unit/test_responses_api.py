@@ -32,6 +32,7 @@ from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.tool_upstream import ToolLoopChatModel
 from dmt_proxy.upstream.base import ChatModel, UpstreamCall
+from tests.timing import budget
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 ADMIN = {"authorization": "Bearer sekrit"}
@@ -73,7 +74,9 @@ class Env:
     app: Any
 
     async def memories(self, user: str) -> list[str]:
-        assert await self.app.state.memory.drain(timeout_s=10)
+        # A hang guard: the first audit loads the first stage's embedding model (seconds
+        # from a cold disk cache).
+        assert await self.app.state.memory.drain(timeout_s=budget(60))
         resp = await self.http.get("/v1/memories", params={"user": user}, headers=ADMIN)
         return [r["text"] for r in resp.json()["data"]]
 

@@ -165,7 +165,10 @@ async def test_retrieval_skips_the_store_at_once_while_the_circuit_is_open(
 
         started = time.perf_counter()
         skipped = await memory.retrieve(ctx, "hello")
-        assert time.perf_counter() - started < 0.05
+        # At once, without waiting on the store: the bound is under any wait of the circuit's
+        # (0.25 s before it checks a slow call, 1 s between probes) yet far above the call
+        # itself, which a loaded machine or a garbage collection may stretch by tens of ms.
+        assert time.perf_counter() - started < 0.2
         assert skipped.outcome.status is RetrievalStatus.UNAVAILABLE
         assert skipped.outcome.failure == CIRCUIT_OPEN
         assert not skipped.reusable, "a later step of the turn tries the store again"

@@ -29,6 +29,7 @@ from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
+from tests.timing import budget
 
 KEYS = {"acme": "key-acme-1", "globex": "key-globex-2", "initech": "key-initech-3"}
 
@@ -120,7 +121,9 @@ async def check_no_cross_tenant_reads(app: Any, chat: ScriptedChatModel,
             resp = await c.post("/v1/chat/completions", json=body(f"secret memory word {token}", user),
                                 headers={"authorization": f"Bearer {KEYS[tenant]}"})  # fmt: skip
             assert resp.status_code == 200
-        assert await app.state.memory.drain(timeout_s=10)
+        # A hang guard: the first audit loads the first stage's embedding model (seconds
+        # from a cold disk cache).
+        assert await app.state.memory.drain(timeout_s=budget(60))
         for tenant, user in set(writes):
             chat.calls.clear()
             await c.post("/v1/chat/completions", json=body("secret memory word tok", user),

@@ -21,6 +21,7 @@ from dmt_proxy.testing.app import app_client
 from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
+from tests.timing import budget
 
 PACKAGE = Path(__file__).resolve().parents[2] / "dmt_proxy"
 CALL = UpstreamCall(endpoint=ModelEndpoint(model="m"), messages=[{"role": "user", "content": "hi"}])
@@ -91,7 +92,9 @@ async def test_app_client_starts_and_stops_the_app(state_dir: Path) -> None:
         }
         resp = await proxy.client.post("/v1/chat/completions", json=body)
         assert resp.json()["choices"][0]["message"]["content"] == "hello"
-        assert await proxy.memory.drain(timeout_s=10)
+        # A hang guard: the first audit loads the first stage's embedding model (seconds
+        # from a cold disk cache).
+        assert await proxy.memory.drain(timeout_s=budget(60))
         assert len(await backend.list(Scope(user="u"))) == 1
     assert proxy.client.is_closed
     with pytest.raises(StoreClosed):  # the app's memory service closed it on shutdown
