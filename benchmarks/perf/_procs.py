@@ -24,12 +24,13 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0)
 
 
 def start(cmd: list[str], health_url: str, log: Path, env: dict[str, str] | None = None,
-          timeout_s: float = 120.0) -> subprocess.Popen[bytes]:  # fmt: skip
-    """Start ``cmd`` with output to ``log`` and wait until ``health_url`` answers."""
+          timeout_s: float = 120.0, cwd: str | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+    """Start ``cmd`` with output to ``log`` and wait until ``health_url`` answers (``cwd``:
+    where it runs; ``python -m`` puts that directory first on ``sys.path``)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as fh:
         proc = subprocess.Popen(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd
         )
     try:
         wait_http(health_url, proc, timeout_s)

@@ -5,7 +5,9 @@ the shipped fake upstream, with a second fake as the auditor (it answers a clean
 at once, so the time measured is the proxy's own). A writer sends a stream of legal
 chat turns of 100 KB to 3.5 MB with a user, so the worker normalises, bounds and audits
 each of them; meanwhile probers send small chat requests (a different user, memory
-retrieval on) at concurrency 1 and 16, and ``/healthz`` once every 50 ms. Reported: chat
+retrieval on) at concurrency 1 and 16 (closed loop: each prober waits for its answer),
+and ``/healthz`` on a fixed 50 ms schedule (open loop, timed from when each was due, so
+a stall counts once per probe it delays). Reported: chat
 p50/p99 and ``/healthz`` p99 with the writer running and on the same proxy idle, the
 proxy's own event-loop lag (``dmt_event_loop_lag_seconds``, where the build has it),
 and how many large memories were audited meanwhile.
@@ -15,7 +17,7 @@ include that contention. The fakes answer instantly: no model time is in any fig
 
 Run:  python benchmarks/perf/loop_stall.py --label after [--seconds 30]
       (``--label before`` on the code before the change; ``--pythonpath DIR`` runs the
-      proxy from another checkout, e.g. a ``git worktree`` of the old commit)
+      proxy from another checkout, e.g. ``git worktree add /tmp/base a813230``)
 Writes benchmarks/results/loop_stall/<label>.{json,md}.
 """
 
@@ -102,13 +104,23 @@ async def chat_probe(url: str, concurrency: int, stop_at: float) -> tuple[list[f
 
 
 async def health_probe(url: str, stop_at: float) -> list[float]:
+    """``/healthz`` sent every 50 ms on a fixed schedule, whether or not the last one has
+    answered (open loop), each timed from when it was due: a stall of S seconds shows as
+    about S / 0.05 slow samples, not one (no coordinated omission)."""
     latencies: list[float] = []
-    async with httpx.AsyncClient(timeout=60) as client:
-        while time.monotonic() < stop_at:
-            started = time.perf_counter()
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=200)) as client:
+
+        async def one(due: float) -> None:
             await client.get(f"{url}/healthz")
-            latencies.append((time.perf_counter() - started) * 1000)
-            await asyncio.sleep(0.05)
+            latencies.append((time.perf_counter() - due) * 1000)
+
+        tasks = []
+        due = time.perf_counter()
+        while time.monotonic() < stop_at:
+            tasks.append(asyncio.create_task(one(due)))
+            due += 0.05
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        await asyncio.gather(*tasks)
     return latencies
 
 
@@ -119,19 +131,26 @@ def summary(latencies: list[float]) -> dict[str, Any]:
             "p99_ms": round(percentile(latencies, 99), 2), "max_ms": round(max(latencies), 2)}  # fmt: skip
 
 
-def loop_lag(url: str) -> dict[str, float] | None:
-    """The proxy's event-loop lag histogram (count, sum, max bucket hit), if it exports one."""
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    count = total = 0.0
-    found = False
+LAG_BOUNDS = ("0.05", "0.25", "1.0")
+
+
+def lag_buckets(url: str) -> dict[str, float] | None:
+    """The proxy's event-loop lag histogram: ticks counted, and ticks above each of
+    ``LAG_BOUNDS`` seconds (``None`` where the build exports no such metric)."""
+    text = httpx.get(f"{url}/metrics", timeout=120).text
+    found: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("dmt_event_loop_lag_seconds_count"):
-            count, found = float(line.split()[-1]), True
-        elif line.startswith("dmt_event_loop_lag_seconds_sum"):
-            total = float(line.split()[-1])
-        elif line.startswith("dmt_event_loop_lag_max_seconds "):
-            return {"count": count, "sum_s": total, "max_s": float(line.split()[-1])}
-    return {"count": count, "sum_s": total} if found else None
+            found["ticks"] = float(line.split()[-1])
+        for bound in LAG_BOUNDS:
+            if line.startswith(f'dmt_event_loop_lag_seconds_bucket{{le="{bound}"}}'):
+                found[bound] = float(line.split()[-1])
+    if "ticks" not in found:
+        return None
+    return {
+        "ticks": found["ticks"],
+        **{f"above_{b}s": found["ticks"] - found[b] for b in LAG_BOUNDS},
+    }
 
 
 def outbox_depth(url: str) -> int:
@@ -141,14 +160,25 @@ def outbox_depth(url: str) -> int:
 
 
 async def cell(url: str, concurrency: int, seconds: float, *, load: bool) -> dict[str, Any]:
+    before = await asyncio.to_thread(lag_buckets, url)
     stop_at = time.monotonic() + seconds
     sent: list[int] = []
     tasks = [chat_probe(url, concurrency, stop_at), health_probe(url, stop_at)]
     results = await asyncio.gather(*tasks, *([writer(url, stop_at, sent)] if load else []))
     (chat, errors), health = results[0], results[1]
+    after = await asyncio.to_thread(lag_buckets, url)
+    lag = {k: after[k] - before[k] for k in after} if before and after else None
     return {"concurrency": concurrency, "load": load, "seconds": seconds,
             "chat": summary(chat), "chat_errors": errors, "healthz": summary(health),
-            "large_memories_sent": len(sent), "bytes_sent": sum(sent)}  # fmt: skip
+            "large_memories_sent": len(sent), "bytes_sent": sum(sent),
+            "event_loop_lag": lag}  # fmt: skip
+
+
+def lag_text(lag: dict[str, float] | None) -> str:
+    if lag is None:
+        return "not exported"
+    above = " / ".join(f"{lag[f'above_{b}s']:.0f}" for b in LAG_BOUNDS)
+    return f"{above} of {lag['ticks']:.0f}"
 
 
 def main() -> None:
@@ -156,6 +186,9 @@ def main() -> None:
     parser.add_argument("--label", required=True)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--pythonpath", default="", help="run the proxy from this checkout")
+    parser.add_argument(
+        "--concurrency", default="1,16", help="prober concurrencies, comma-separated"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -181,42 +214,41 @@ def main() -> None:
             env["PYTHONPATH"] = args.pythonpath
         proxy = start([python(), "-m", "dmt_proxy.cli.proxy_cli", "serve", "--port", str(port),
                        "--policy", str(tmp / "policy.yaml")],
-                      f"http://127.0.0.1:{port}/healthz", tmp / "proxy.log", env=env)  # fmt: skip
+                      f"http://127.0.0.1:{port}/healthz", tmp / "proxy.log", env=env,
+                      cwd=args.pythonpath or None)  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
             cells = []
-            for concurrency in (1, 16):
+            for concurrency in (int(c) for c in args.concurrency.split(",")):
                 cells.append(asyncio.run(cell(url, concurrency, args.seconds / 2, load=False)))
                 cells.append(asyncio.run(cell(url, concurrency, args.seconds, load=True)))
                 deadline = time.monotonic() + 600
                 while outbox_depth(url) and time.monotonic() < deadline:
                     time.sleep(0.5)  # the next cell starts from an idle worker
-            lag = loop_lag(url)
         finally:
             for proc in (proxy, aud, up):
                 stop(proc)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=args.pythonpath or None).stdout.strip()  # fmt: skip
-    result = {"label": args.label, "commit": commit, "cells": cells, "event_loop_lag": lag,
+    result = {"label": args.label, "commit": commit, "cells": cells,
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "command": f"python benchmarks/perf/loop_stall.py --label {args.label} "
-                         f"--seconds {args.seconds:g}"}  # fmt: skip
+                         f"--seconds {args.seconds:g} --concurrency {args.concurrency}"}  # fmt: skip
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# Chat latency while large memories are audited ({args.label}, {commit})", "",
              f"`{result['command']}`; {os.cpu_count()} cores shared by the fakes, the proxy "
              "and the load; fakes answer instantly.", "",
              "| c | writer | chat n | chat p50 ms | chat p99 ms | chat max ms | errors | "
-             "/healthz p99 ms | /healthz max ms | large memories sent (MB) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+             "/healthz p99 ms | /healthz max ms | large memories sent (MB) | "
+             "loop ticks > 50 ms / 250 ms / 1 s |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]  # fmt: skip
     for c in cells:
         ch, hz = c["chat"], c["healthz"]
         lines.append(f"| {c['concurrency']} | {'on' if c['load'] else 'idle'} | {ch['n']} | "
                      f"{ch['p50_ms']} | {ch['p99_ms']} | {ch['max_ms']} | {c['chat_errors']} | "
                      f"{hz['p99_ms']} | {hz['max_ms']} | {c['large_memories_sent']} "
-                     f"({c['bytes_sent'] / 1e6:.1f}) |")  # fmt: skip
-    if lag:
-        lines += ["", f"Event-loop lag exported by the proxy: {lag}"]
+                     f"({c['bytes_sent'] / 1e6:.1f}) | {lag_text(c['event_loop_lag'])} |")  # fmt: skip
     (RESULTS / f"{args.label}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
