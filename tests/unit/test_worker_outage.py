@@ -134,3 +134,31 @@ async def test_a_row_whose_reschedule_fails_too_is_released_all_the_same(
         assert item.id not in outbox._held
     finally:
         await outbox.aclose()
+
+
+async def test_stopping_the_worker_mid_audit_leaves_the_row_for_later_and_logs_no_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A shutdown while a row is being audited: before, the row's task outlived the worker
+    and met the closed outbox ('outbox item ... failed unexpectedly: outbox is closed')."""
+    outbox = FlakyOutbox(tmp_path / "outbox.sqlite3")
+    auditor = ScriptedAuditor(delay_s=0.3)  # answers after the worker has stopped
+    worker = worker_on(outbox, auditor)
+    await outbox.enqueue(scope=ALICE, query="I like tea.", answer="ok", request_id="r", mode="dmt")
+    worker.start()
+    for _ in range(500):  # until the auditor holds the row (at most 5 s)
+        if auditor.calls:
+            break
+        await asyncio.sleep(0.01)
+    assert auditor.calls, "the worker never reached the auditor"
+    with caplog.at_level(logging.WARNING):
+        await worker.stop()
+        await outbox.aclose()
+        await asyncio.sleep(0.6)  # a task left running would answer and meet the closed outbox
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    reopened = SqliteOutbox(tmp_path / "outbox.sqlite3")
+    try:
+        depth, _ = await reopened.stats()
+        assert depth == 1  # still there: claimed again once its lease runs out
+    finally:
+        await reopened.aclose()

@@ -88,6 +88,8 @@ class OutboxWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._in_flight: set[str] = set()
+        self._running: set[asyncio.Task[None]] = set()
+        """The rows being processed: ``stop`` cancels them before the outbox is closed."""
         self.rationales: DeferredRationales | None = None
         """The deferred rationale job (``policy.rationale`` and an auditor that explains):
         a tagged memory's rationale is written after its status is stored, never before."""
@@ -102,17 +104,24 @@ class OutboxWorker:
         self._wake.set()
 
     async def stop(self) -> None:
+        """Stop claiming rows and cancel the ones in progress. A cancelled row stays in the
+        outbox, as after a crash: it is claimed again (its lease runs out) and repeats at
+        most the step it was in. Left running, it would meet the closed outbox."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         if self.rationales is not None:
             await self.rationales.close()
 
     async def _run(self) -> None:
         sem = asyncio.Semaphore(self.concurrency)
-        running: set[asyncio.Task[None]] = set()
+        running = self._running
         gauges_at = 0.0
         poll_failures = 0
         while True:
