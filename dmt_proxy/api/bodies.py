@@ -105,3 +105,14 @@ def validate_body(model: type[Model], data: dict[str, Any]) -> Model:
         return model.model_validate(data)
     except ValidationError as exc:
         raise invalid_request(exc) from None
+
+
+async def json_body(request: Request, model: type[Model]) -> Model:
+    """The request's body, read under ``DMT_MAX_BODY_BYTES`` and validated as ``model``.
+
+    For routes behind a key: FastAPI parses a declared body before any dependency runs,
+    so a malformed body would be refused (400) before a missing key (401). Those routes
+    declare no body, authenticate as a dependency, then read the body here.
+    """
+    raw = await read_body(request, request.app.state.settings.max_body_bytes)
+    return validate_body(model, parse_json_object(raw))

@@ -20,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
+from dmt_proxy.memory.review import ReviewRequest
 from dmt_proxy.memory.service import MemoryEntry
 from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
 from dmt_proxy.messages.protocol import MessageObject, MessagesRequest
@@ -265,6 +266,12 @@ def install_openapi(app: FastAPI) -> None:
             components["MessagesRequest"] = _component(MessagesRequest, components)
             doc["paths"][MESSAGES_PATH]["post"]["parameters"] = _CHAT_HEADERS
             doc["paths"][MESSAGES_PATH]["post"]["requestBody"] = _json_body("MessagesRequest")
+            # Routes behind a key read their body after authenticating (api/bodies.json_body).
+            components["MemoryCreate"] = _component(MemoryCreate, components)
+            doc["paths"]["/v1/memories"]["post"]["requestBody"] = _json_body("MemoryCreate")
+            components["ReviewRequest"] = _component(ReviewRequest, components)
+            review = doc["paths"]["/v1/memories/{memory_id}/review"]["post"]
+            review["requestBody"] = _json_body("ReviewRequest")
             app.openapi_schema = doc
         return app.openapi_schema
 

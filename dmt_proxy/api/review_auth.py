@@ -149,3 +149,12 @@ def require_reviewer(request: Request, *, changes_state: bool) -> Reviewer:
         if not same_origin(request) or not hmac.compare_digest(token, session.csrf):
             raise Forbidden("Missing or wrong CSRF token (X-CSRF-Token).")
     return session.reviewer
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def reviewer(request: Request) -> Reviewer:
+    """The review routes' dependency: the caller, authenticated before the route's query
+    and body are read (a request that changes state also needs the console's CSRF token)."""
+    return require_reviewer(request, changes_state=request.method not in _SAFE_METHODS)

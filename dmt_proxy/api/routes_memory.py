@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hmac
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from dmt_proxy.api.bodies import json_body
 from dmt_proxy.api.openapi import (
     MemoryCreate,
     MemoryDeleted,
@@ -45,6 +47,11 @@ def require_admin(request: Request) -> DurableMemoryService:
     return memory
 
 
+Admin = Annotated[DurableMemoryService, Depends(require_admin)]
+"""Every admin route's memory service, reached only with the admin key: the dependency
+runs before the route's query parameters and body are read, so a bad key is a 401 first."""
+
+
 def _json(model: BaseModel) -> JSONResponse:
     """``model`` as the route's answer: its JSON form is the wire shape."""
     return JSONResponse(model.model_dump(mode="json"))
@@ -61,20 +68,20 @@ def _user(user: str) -> Scope:
 
 
 @router.get("/v1/memories", responses={200: {"model": MemoryList}, **error_responses(400)})
-async def list_memories(request: Request, user: str = Query(...)) -> JSONResponse:
-    memory = require_admin(request)
+async def list_memories(memory: Admin, user: str = Query(...)) -> JSONResponse:
     entries = await memory.list(_user(user))
     return _json(MemoryList(data=entries))
 
 
-@router.post("/v1/memories", responses={200: {"model": MemoryEntry}, **error_responses(400)})
-async def create_memory(request: Request, body: MemoryCreate) -> JSONResponse:
+@router.post("/v1/memories", responses={200: {"model": MemoryEntry}, **error_responses(400, 413)})
+async def create_memory(request: Request, memory: Admin) -> JSONResponse:
     """Queue one exchange for ``user`` as a chat write would: audited when its mode audits.
 
     For seeding a user's memory (benchmarks, migrations) without asking the agent.
     The memory comes back ``pending``; ``GET /v1/admin/outbox`` says when it is stored.
+    The body (``MemoryCreate``) is read after the key is checked.
     """
-    memory = require_admin(request)
+    body = await json_body(request, MemoryCreate)
     mode = body.mode or request.app.state.policy.mode
     memory_id = await memory.write(_user(body.user), body.query, body.answer, mode)
     entry = await memory.get(memory_id)
@@ -84,8 +91,7 @@ async def create_memory(request: Request, body: MemoryCreate) -> JSONResponse:
 
 
 @router.get("/v1/memories/{memory_id}", responses={200: {"model": MemoryEntry}})
-async def get_memory(request: Request, memory_id: str) -> JSONResponse:
-    memory = require_admin(request)
+async def get_memory(memory: Admin, memory_id: str) -> JSONResponse:
     entry = await memory.get(memory_id)
     if entry is None:
         raise NotFound(f"No memory with id '{memory_id}'.", param="id")
@@ -93,8 +99,7 @@ async def get_memory(request: Request, memory_id: str) -> JSONResponse:
 
 
 @router.delete("/v1/memories/{memory_id}", responses={200: {"model": MemoryDeleted}})
-async def delete_memory(request: Request, memory_id: str) -> JSONResponse:
-    memory = require_admin(request)
+async def delete_memory(memory: Admin, memory_id: str) -> JSONResponse:
     if not await memory.delete(memory_id):
         raise NotFound(f"No memory with id '{memory_id}'.", param="id")
     return JSONResponse({"id": memory_id, "object": "memory", "deleted": True})
@@ -103,13 +108,12 @@ async def delete_memory(request: Request, memory_id: str) -> JSONResponse:
 @router.delete(
     "/v1/memories", responses={200: {"model": UserMemoriesDeleted}, **error_responses(400)}
 )
-async def delete_user_memories(request: Request, user: str = Query(...)) -> JSONResponse:
-    memory = require_admin(request)
+async def delete_user_memories(memory: Admin, user: str = Query(...)) -> JSONResponse:
     deleted = await memory.delete_all(_user(user))
     return JSONResponse({"user": user, "deleted": deleted, "object": "list"})
 
 
 @router.get("/v1/admin/outbox", responses={200: {"model": OutboxStats}})
-async def outbox_status(request: Request) -> JSONResponse:
+async def outbox_status(memory: Admin) -> JSONResponse:
     """Pending memory writes: lets a harness wait until every write is stored and audited."""
-    return _json(await require_admin(request).outbox_stats())
+    return _json(await memory.outbox_stats())

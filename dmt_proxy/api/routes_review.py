@@ -8,19 +8,22 @@ Who may call them: ``dmt_proxy.api.review_auth``.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from dmt_proxy.api.bodies import json_body
 from dmt_proxy.api.openapi import error_responses
-from dmt_proxy.api.review_auth import require_reviewer, review_service
+from dmt_proxy.api.review_auth import review_service, reviewer
 from dmt_proxy.errors import RequestError
 from dmt_proxy.memory.review import (
     MemoryDetail,
     Overview,
     QueueFilter,
     QueueItem,
+    Reviewer,
     ReviewOutcome,
     ReviewRequest,
     UserView,
@@ -28,6 +31,10 @@ from dmt_proxy.memory.review import (
 )
 
 router = APIRouter(responses=error_responses(401, 403, 404))
+
+Caller = Annotated[Reviewer, Depends(reviewer)]
+"""Every review route's caller: authenticated before its query and body are read."""
+REVIEW_PATH = "/v1/memories/{memory_id}/review"
 
 
 class ReviewQueue(BaseModel):
@@ -59,6 +66,7 @@ def queue_filter(
 @router.get("/v1/reviews/queue", responses={200: {"model": ReviewQueue}, **error_responses(400)})
 async def review_queue(
     request: Request,
+    caller: Caller,
     domain: str | None = None,
     status: str | None = None,
     user: str | None = None,
@@ -67,37 +75,34 @@ async def review_queue(
     limit: int = Query(100, ge=1, le=1000),
 ) -> JSONResponse:
     """Tagged, disputed, failed and manipulation-flagged memories, most uncertain first."""
-    reviewer = require_reviewer(request, changes_state=False)
     flt = queue_filter(domain, status, user, since, until, limit)
-    return _json(ReviewQueue(data=await review_service(request).queue(reviewer, flt)))
+    return _json(ReviewQueue(data=await review_service(request).queue(caller, flt)))
 
 
 @router.get("/v1/reviews/overview", responses={200: {"model": Overview}})
-async def review_overview(request: Request) -> JSONResponse:
+async def review_overview(request: Request, caller: Caller) -> JSONResponse:
     """Audits by day, status and domain; the outbox; dispute, manipulation, override rates."""
-    reviewer = require_reviewer(request, changes_state=False)
-    return _json(await review_service(request).overview(reviewer))
+    return _json(await review_service(request).overview(caller))
 
 
 @router.get("/v1/reviews/user", responses={200: {"model": UserView}, **error_responses(400)})
-async def review_user(request: Request, user: str = Query(..., min_length=1)) -> JSONResponse:
+async def review_user(
+    request: Request, caller: Caller, user: str = Query(..., min_length=1)
+) -> JSONResponse:
     """Everything remembered about ``user``, and the block the agent sees in DMT mode."""
-    reviewer = require_reviewer(request, changes_state=False)
-    return _json(await review_service(request).user_view(user, reviewer))
+    return _json(await review_service(request).user_view(user, caller))
 
 
 @router.get("/v1/memories/{memory_id}/evidence", responses={200: {"model": MemoryDetail}})
-async def memory_evidence(request: Request, memory_id: str) -> JSONResponse:
+async def memory_evidence(request: Request, memory_id: str, caller: Caller) -> JSONResponse:
     """A memory, both judges' evidence, its history and how each mode shows it."""
-    reviewer = require_reviewer(request, changes_state=False)
-    return _json(await review_service(request).detail(memory_id, reviewer))
+    return _json(await review_service(request).detail(memory_id, caller))
 
 
-@router.post(
-    "/v1/memories/{memory_id}/review",
-    responses={200: {"model": ReviewOutcome}, **error_responses(400)},
-)
-async def review_memory(request: Request, memory_id: str, body: ReviewRequest) -> JSONResponse:
-    """Store a human verdict: applied at once, kept in the trail, held against the auditor."""
-    reviewer = require_reviewer(request, changes_state=True)
-    return _json(await review_service(request).review(memory_id, body, reviewer))
+@router.post(REVIEW_PATH, responses={200: {"model": ReviewOutcome}, **error_responses(400, 413)})
+async def review_memory(request: Request, memory_id: str, caller: Caller) -> JSONResponse:
+    """Store a human verdict: applied at once, kept in the trail, held against the auditor.
+    The body (``ReviewRequest``, documented in the OpenAPI document) is read after the
+    caller is authenticated."""
+    body = await json_body(request, ReviewRequest)
+    return _json(await review_service(request).review(memory_id, body, caller))

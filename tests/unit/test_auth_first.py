@@ -1,0 +1,79 @@
+"""Authentication comes before anything else on every protected route: a caller without a
+key gets a 401 whatever else is wrong with the request (a missing or invalid query
+parameter, a body that is not JSON, a body missing a field), so nothing about the
+route's input is revealed to, or parsed for, an unauthenticated caller.
+
+In-process app with the shipped in-memory backend and ScriptedAuditor (fakes: the test
+is about the order of the checks, not about memory or judgement).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.policy import parse_policy
+from dmt_proxy.settings import Settings
+from dmt_proxy.testing.app import app_client
+from dmt_proxy.testing.auditor import ScriptedAuditor
+from dmt_proxy.testing.chat import ScriptedChatModel
+
+NOT_JSON = b"{not json"
+EMPTY = b"{}"
+# (method, path, body): every admin and review route, each with input that is also wrong.
+PROTECTED = [
+    ("GET", "/v1/memories", None),  # missing ?user=
+    ("GET", "/v1/memories?user=", None),  # empty user
+    ("POST", "/v1/memories", NOT_JSON),
+    ("POST", "/v1/memories", EMPTY),  # missing user and query
+    ("GET", "/v1/memories/mem_x", None),
+    ("DELETE", "/v1/memories/mem_x", None),
+    ("DELETE", "/v1/memories", None),  # missing ?user=
+    ("GET", "/v1/admin/outbox", None),
+    ("GET", "/v1/reviews/queue?limit=0", None),  # limit out of range
+    ("GET", "/v1/reviews/queue?since=yesterday", None),  # not a datetime
+    ("GET", "/v1/reviews/overview", None),
+    ("GET", "/v1/reviews/user", None),  # missing ?user=
+    ("GET", "/v1/memories/mem_x/evidence", None),
+    ("POST", "/v1/memories/mem_x/review", NOT_JSON),
+    ("POST", "/v1/memories/mem_x/review", EMPTY),  # missing action
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), PROTECTED)
+@pytest.mark.parametrize("key", [None, "Bearer wrong-key"])
+async def test_a_caller_without_a_valid_key_gets_401_before_any_input_error(
+    tmp_path: Path, method: str, path: str, body: bytes | None, key: str | None
+) -> None:
+    settings = Settings.from_env({}, state_dir=tmp_path / "state", admin_key="admin-key")
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
+    headers = {"content-type": "application/json"}
+    if key is not None:
+        headers["authorization"] = key
+    async with app_client(settings, policy=policy, upstream=ScriptedChatModel(["ok"]),
+                          memory_backend=InMemoryBackend(), auditor=ScriptedAuditor()) as proxy:  # fmt: skip
+        resp = await proxy.client.request(method, path, content=body, headers=headers)
+    assert resp.status_code == 401, (resp.status_code, resp.text)
+    assert resp.json()["error"]["type"] == "authentication_error"
+
+
+async def test_with_the_key_the_same_input_errors_are_400s(tmp_path: Path) -> None:
+    """The control: the inputs above are wrong, so a caller with the key learns why."""
+    settings = Settings.from_env({}, state_dir=tmp_path / "state", admin_key="admin-key")
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
+    headers = {"content-type": "application/json", "authorization": "Bearer admin-key",
+               "x-dmt-reviewer": "rita"}  # fmt: skip
+    async with app_client(settings, policy=policy, upstream=ScriptedChatModel(["ok"]),
+                          memory_backend=InMemoryBackend(), auditor=ScriptedAuditor()) as proxy:  # fmt: skip
+        for method, path, body in PROTECTED:
+            resp = await proxy.client.request(method, path, content=body, headers=headers)
+            if "mem_x" in path and body is None:
+                assert resp.status_code == 404, (path, resp.text)  # valid input, no such memory
+            elif path in ("/v1/admin/outbox", "/v1/reviews/overview"):
+                assert resp.status_code == 200, (path, resp.text)  # no input to get wrong
+            else:
+                assert resp.status_code == 400, (method, path, body, resp.text)
