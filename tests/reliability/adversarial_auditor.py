@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -430,6 +431,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     asyncio.run(run(build_parser().parse_args(argv)))
     return 0
+
+
+def set_texts(data: AdversarialSet) -> list[str]:
+    """Every text of a set: its bases, then its items."""
+    return [b.text for b in data.bases] + [i.text for i in data.items]
+
+
+def word_runs(text: str, n: int) -> set[tuple[str, ...]]:
+    """The runs of ``n`` words in a row of ``text`` (lower-cased ``\\w+`` words): the sets'
+    tests reject a new text sharing one with an older set (a copy or a close paraphrase)."""
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def position_in(item: AdversarialItem, base: str) -> str | None:
+    """Where an item's added part sits, if the base text is whole around it (else ``None``)."""
+    text = item.text
+    if text.startswith(base):
+        return "end"
+    if text.endswith(base):
+        return "start"
+    cuts = [i for i in range(1, len(base)) if text.startswith(base[:i]) and text.endswith(base[i:])]
+    return "middle" if cuts else None
 
 
 if __name__ == "__main__":

@@ -24,7 +24,14 @@ from dmt_proxy.bench.auditor_eval.dataset import (
     load_items,
 )
 from dmt_proxy.domains import DOMAINS
-from tests.reliability.adversarial_auditor import AdversarialItem, AdversarialSet, load_set
+from tests.reliability.adversarial_auditor import (
+    AdversarialItem,
+    AdversarialSet,
+    load_set,
+    position_in,
+    set_texts,
+    word_runs,
+)
 
 VERSION = "adversarial_memories_v5"
 OLDER_ADVERSARIAL = tuple(f"adversarial_memories_v{n}" for n in range(1, 5))
@@ -60,26 +67,6 @@ def v5() -> AdversarialSet:
     return load_set(VERSION)
 
 
-def _texts(data: AdversarialSet) -> list[str]:
-    return [b.text for b in data.bases] + [i.text for i in data.items]
-
-
-def _runs(text: str, n: int = SHARED_RUN) -> set[tuple[str, ...]]:
-    words = re.findall(r"\w+", text.lower())
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
-
-
-def _position(item: AdversarialItem, base: str) -> str | None:
-    """Where the planted part sits, if the base text is whole around it (else ``None``)."""
-    text = item.text
-    if text.startswith(base):
-        return "end"
-    if text.endswith(base):
-        return "start"
-    cuts = [i for i in range(1, len(base)) if text.startswith(base[:i]) and text.endswith(base[i:])]
-    return "middle" if cuts else None
-
-
 def _planted(data: AdversarialSet) -> list[AdversarialItem]:
     return [i for i in data.items if i.expected == "planted_verdict"]
 
@@ -90,7 +77,7 @@ def test_v5_loads_and_every_item_is_well_formed(v5: AdversarialSet) -> None:
     assert len({b.id for b in v5.bases}) == len(v5.bases)
     assert len({i.id for i in v5.items}) == len(v5.items)
     assert all(i.id.startswith("adv5-") for i in v5.items)
-    texts = _texts(v5)
+    texts = set_texts(v5)
     assert len(set(texts)) == len(texts)
     for item in v5.items:
         base = v5.base(item.base)
@@ -99,7 +86,7 @@ def test_v5_loads_and_every_item_is_well_formed(v5: AdversarialSet) -> None:
             assert item.attack in PLANTED and item.steers and item.planted_domain in DOMAINS
             assert not base.biased and item.domain is None and not item.target_group, item.id
             assert not GROUP_WORDS.search(base.text), base.id
-            position = _position(item, base.text)
+            position = position_in(item, base.text)
             assert position is not None and item.note.startswith(f"position: {position}")
         elif item.expected == "hard_negative":
             assert item.attack in HARD_NEGATIVE and not item.steers, item.id
@@ -124,7 +111,7 @@ def test_v5_planted_verdicts_vary_in_domain_shape_position_and_language(
     for family in PLANTED:
         named = {i.planted_domain for i in planted if i.attack == family}
         assert len(named) >= 3, family
-    positions = Counter(_position(i, v5.base(i.base).text) for i in planted)
+    positions = Counter(position_in(i, v5.base(i.base).text) for i in planted)
     assert positions["start"] >= 5 and positions["middle"] >= 5
     assert positions["end"] > len(planted) / 2
     languages = {i.language for i in planted}
@@ -148,15 +135,15 @@ def test_v5_hard_negatives_and_evade_attempts_are_sized(v5: AdversarialSet) -> N
 def test_v5_repeats_no_older_set(v5: AdversarialSet) -> None:
     older = [i.text for v in OLDER_EVAL for i in load_items(dataset_path(v))]
     for version in OLDER_ADVERSARIAL:
-        older += _texts(load_set(version))
-    old_runs = set().union(*(_runs(t) for t in older))
-    new = _texts(v5)
+        older += set_texts(load_set(version))
+    old_runs = set().union(*(word_runs(t, SHARED_RUN) for t in older))
+    new = set_texts(v5)
     assert not set(new) & set(older)
-    assert [t[:60] for t in new if _runs(t) & old_runs] == []
+    assert [t[:60] for t in new if word_runs(t, SHARED_RUN) & old_runs] == []
 
 
 def test_no_auditor_prompt_example_is_in_v5(v5: AdversarialSet) -> None:
-    texts = _texts(v5)
+    texts = set_texts(v5)
     for version in PROMPTS:
         for example in load_auditor_prompt(version).examples:
             assert not any(example.memory[:50] in t for t in texts), (version, example.memory[:50])

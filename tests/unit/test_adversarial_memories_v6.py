@@ -28,7 +28,14 @@ from dmt_proxy.bench.auditor_eval.dataset import (
     load_items,
 )
 from dmt_proxy.domains import DOMAINS
-from tests.reliability.adversarial_auditor import AdversarialItem, AdversarialSet, load_set
+from tests.reliability.adversarial_auditor import (
+    AdversarialItem,
+    AdversarialSet,
+    load_set,
+    position_in,
+    set_texts,
+    word_runs,
+)
 
 VERSION = "adversarial_memories_v6"
 OLDER_ADVERSARIAL = tuple(f"adversarial_memories_v{n}" for n in range(1, 6))
@@ -101,26 +108,6 @@ def v6() -> AdversarialSet:
     return load_set(VERSION)
 
 
-def _texts(data: AdversarialSet) -> list[str]:
-    return [b.text for b in data.bases] + [i.text for i in data.items]
-
-
-def _runs(text: str, n: int = SHARED_RUN) -> set[tuple[str, ...]]:
-    words = re.findall(r"\w+", text.lower())
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
-
-
-def _position(item: AdversarialItem, base: str) -> str | None:
-    """Where the added part sits, if the base text is whole around it (else ``None``)."""
-    text = item.text
-    if text.startswith(base):
-        return "end"
-    if text.endswith(base):
-        return "start"
-    cuts = [i for i in range(1, len(base)) if text.startswith(base[:i]) and text.endswith(base[i:])]
-    return "middle" if cuts else None
-
-
 def _of(data: AdversarialSet, expected: str) -> list[AdversarialItem]:
     return [i for i in data.items if i.expected == expected]
 
@@ -164,7 +151,7 @@ def test_v6_loads_and_is_sized(v6: AdversarialSet) -> None:
     base_ids = {b.id for b in v6.bases}
     assert all(i.base in base_ids for i in v6.items)
     assert {i.base for i in v6.items} == base_ids  # no base left unattacked
-    texts = _texts(v6)
+    texts = set_texts(v6)
     assert len(set(texts)) == len(texts)
 
 
@@ -201,7 +188,7 @@ def test_v6_every_item_is_well_formed(v6: AdversarialSet) -> None:
             assert not base.biased and (item.domain is None or item.domain in DOMAINS), item.id
         if item.expected in ("planted_verdict", "injected_instruction"):
             assert not GROUP_WORDS.search(base.text), base.id
-            position = _position(item, base.text)
+            position = position_in(item, base.text)
             assert position is not None and item.note.startswith(f"position: {position}"), item.id
     for base in v6.bases:
         assert base.biased == (base.bias_type is not None) == bool(base.target_group), base.id
@@ -256,7 +243,7 @@ def test_v6_planted_verdicts_and_injections_vary(v6: AdversarialSet) -> None:
     domains = Counter(i.planted_domain for i in planted)
     assert set(domains) == set(DOMAINS) and min(domains.values()) >= 2
     for items in (planted, _of(v6, "injected_instruction")):
-        positions = Counter(_position(i, v6.base(i.base).text) for i in items)
+        positions = Counter(position_in(i, v6.base(i.base).text) for i in items)
         assert set(positions) == set(POSITIONS), positions
         assert len({i.attack for i in items}) >= 8 and len({i.base for i in items}) >= 6
         assert len({i.language for i in items}) >= 4
@@ -289,15 +276,15 @@ def test_v6_languages(v6: AdversarialSet) -> None:
 def test_v6_repeats_no_older_set(v6: AdversarialSet) -> None:
     older = [i.text for v in OLDER_EVAL for i in load_items(dataset_path(v))]
     for version in OLDER_ADVERSARIAL:
-        older += _texts(load_set(version))
-    old_runs = set().union(*(_runs(t) for t in older))
-    new = _texts(v6)
+        older += set_texts(load_set(version))
+    old_runs = set().union(*(word_runs(t, SHARED_RUN) for t in older))
+    new = set_texts(v6)
     assert not set(new) & set(older)
-    assert [t[:60] for t in new if _runs(t) & old_runs] == []
+    assert [t[:60] for t in new if word_runs(t, SHARED_RUN) & old_runs] == []
 
 
 def test_no_auditor_prompt_example_is_in_v6(v6: AdversarialSet) -> None:
-    texts = _texts(v6)
+    texts = set_texts(v6)
     for version in PROMPTS:
         for example in load_auditor_prompt(version).examples:
             assert not any(example.memory[:50] in t for t in texts), (version, example.memory[:50])
