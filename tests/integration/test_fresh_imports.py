@@ -40,9 +40,11 @@ def test_the_memory_side_loads_only_the_audit_seam() -> None:
     # The memory package loads nothing of audit/; the write path only its seam, never
     # the service; the service not the audit pipeline.
     # Grounding a tag reads the text as the judges read it: the seam loads the normaliser
-    # (pure text functions, no model, no I/O) and nothing else of the pipeline.
+    # and the bounded excerpt of a long memory (pure text functions, no model, no I/O) and
+    # nothing else of the pipeline.
     allowed = set(AUDIT_SEAM) | {
         "dmt_proxy.audit.normalize", "dmt_proxy.audit.deobfuscate", "dmt_proxy.audit.planted",
+        "dmt_proxy.audit.excerpt",
     }  # fmt: skip
     code = (
         "import sys, dmt_proxy.memory\n"
