@@ -24,7 +24,8 @@ all judge a memory the same way:
 Every CPU-bound step (bounding, normalisation, the first stage, naming the text's
 domains) runs in a worker thread (``asyncio.to_thread``): the event loop only awaits them,
 so one long memory never stalls another request. Each step is bounded by the excerpt, so a
-thread holds the interpreter in slices of one switch interval (5 ms), not seconds.
+thread holds the interpreter in slices of one switch interval (5 ms by default, 1 ms
+in ``serve`` and ``worker``: ``dmt_proxy.loop_lag``), not seconds.
 
 The findings and the first stage's opinion ride on the verdict;
 ``AuditVerdict.decide`` turns a manipulation finding into a tag whatever the judges
