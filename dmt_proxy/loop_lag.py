@@ -36,8 +36,9 @@ SWITCH_INTERVAL_S = 0.001
 """How often a thread holding the interpreter must let another run (CPython's default is
 5 ms). The audit's CPU-bound steps run in worker threads; each time the event loop comes
 back from I/O it waits for the interpreter up to one interval, several times per request.
-Measured with a continuous stream of 0.1-3.5 MB memories being audited
-(``benchmarks/perf/loop_stall.py``): chat p99 ~230-320 ms at 5 ms, ~115-145 ms at 1 ms."""
+In ad-hoc profiling runs (a continuous stream of 0.1-3.5 MB memories being audited, as in
+``benchmarks/perf/loop_stall.py``; not committed): chat p99 ~230-320 ms at 5 ms, ~115-145
+ms at 1 ms."""
 
 
 def favour_the_event_loop() -> None:

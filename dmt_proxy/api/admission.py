@@ -11,7 +11,6 @@ body a 400 before the headers are looked at.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -20,7 +19,7 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from dmt_proxy.api.auth import Tenants, scoped_user
-from dmt_proxy.api.bodies import read_body
+from dmt_proxy.api.bodies import parse_off_loop, read_body
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.exchange import RequestContext
 from dmt_proxy.memory.base import Scope
@@ -28,11 +27,6 @@ from dmt_proxy.policy import Mode
 from dmt_proxy.turns import MemoryAccess
 
 Body = TypeVar("Body")
-
-PARSE_INLINE_BYTES = 64 * 1024
-"""Bodies up to this size are parsed on the event loop (well under a millisecond); a larger
-one (up to ``DMT_MAX_BODY_BYTES``, 4 MiB: tens of milliseconds of parsing, depth and
-surrogate checks and validation) is parsed in a worker thread, so it stalls no other request."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +96,7 @@ async def read_request(request: Request, parse: Callable[[bytes], Body]) -> Pars
     """Authenticate, read the body under the size limit and ``parse`` it."""
     tenant = authenticate(request)
     raw = await read_body(request, request.app.state.settings.max_body_bytes)
-    body = parse(raw) if len(raw) <= PARSE_INLINE_BYTES else await asyncio.to_thread(parse, raw)
-    return Parsed(tenant=tenant, body=body)
+    return Parsed(tenant=tenant, body=await parse_off_loop(raw, parse))
 
 
 async def admit(

@@ -8,8 +8,10 @@ validation error turned into a 400 naming the field.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -18,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from dmt_proxy.errors import InvalidRequest, PayloadTooLarge
 
 Model = TypeVar("Model", bound=BaseModel)
+Result = TypeVar("Result")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -107,6 +110,17 @@ def validate_body(model: type[Model], data: dict[str, Any]) -> Model:
         raise invalid_request(exc) from None
 
 
+PARSE_INLINE_BYTES = 64 * 1024
+"""Bodies up to this size are parsed on the event loop (well under a millisecond); a larger
+one (up to ``DMT_MAX_BODY_BYTES``, 4 MiB: tens of milliseconds of parsing, depth and
+surrogate checks and validation) is parsed in a worker thread, so it stalls no other request."""
+
+
+async def parse_off_loop(raw: bytes, parse: Callable[[bytes], Result]) -> Result:
+    """``parse(raw)``, in a worker thread when ``raw`` is over ``PARSE_INLINE_BYTES``."""
+    return parse(raw) if len(raw) <= PARSE_INLINE_BYTES else await asyncio.to_thread(parse, raw)
+
+
 async def json_body(request: Request, model: type[Model]) -> Model:
     """The request's body, read under ``DMT_MAX_BODY_BYTES`` and validated as ``model``.
 
@@ -115,4 +129,4 @@ async def json_body(request: Request, model: type[Model]) -> Model:
     declare no body, authenticate as a dependency, then read the body here.
     """
     raw = await read_body(request, request.app.state.settings.max_body_bytes)
-    return validate_body(model, parse_json_object(raw))
+    return await parse_off_loop(raw, lambda body: validate_body(model, parse_json_object(body)))

@@ -34,7 +34,6 @@ router = APIRouter(responses=error_responses(401, 403, 404))
 
 Caller = Annotated[Reviewer, Depends(reviewer)]
 """Every review route's caller: authenticated before its query and body are read."""
-REVIEW_PATH = "/v1/memories/{memory_id}/review"
 
 
 class ReviewQueue(BaseModel):
@@ -99,7 +98,10 @@ async def memory_evidence(request: Request, memory_id: str, caller: Caller) -> J
     return _json(await review_service(request).detail(memory_id, caller))
 
 
-@router.post(REVIEW_PATH, responses={200: {"model": ReviewOutcome}, **error_responses(400, 413)})
+@router.post(
+    "/v1/memories/{memory_id}/review",
+    responses={200: {"model": ReviewOutcome}, **error_responses(400, 413)},
+)
 async def review_memory(request: Request, memory_id: str, caller: Caller) -> JSONResponse:
     """Store a human verdict: applied at once, kept in the trail, held against the auditor.
     The body (``ReviewRequest``, documented in the OpenAPI document) is read after the

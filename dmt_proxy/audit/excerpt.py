@@ -48,28 +48,18 @@ class GroupPicker:
     """Whether a candidate sentence really names a group (e.g. the lexicon's matcher)."""
 
 
-def excerpt(
-    text: str, max_chars: int, picker: GroupPicker | None = None
-) -> tuple[str, Finding | None]:
+def excerpt(text: str, max_chars: int, picker: GroupPicker) -> tuple[str, Finding | None]:
     """``text`` bounded to about ``max_chars`` for the judges, and the finding that states it.
 
     Text within ``max_chars`` is returned whole (no finding). Longer text keeps its first
     half and last quarter of the budget; the remaining quarter holds, in order, the
-    sentences of the middle that ``picker`` finds naming a group (without a picker the
-    head and tail share the whole budget, two thirds and one third).
+    sentences of the middle that ``picker`` finds naming a group.
     """
     if len(text) <= max_chars:
         return text, None
-    if picker is None:
-        head, tail = (max_chars * 2) // 3, max_chars - (max_chars * 2) // 3
-    else:
-        head, tail = max_chars // 2, max_chars // 4
+    head, tail = max_chars // 2, max_chars // 4
     middle_start, middle_end = head, len(text) - tail
-    picked = (
-        _group_sentences(text, middle_start, middle_end, max_chars - head - tail, picker)
-        if picker is not None
-        else []
-    )
+    picked = _group_sentences(text, middle_start, middle_end, max_chars - head - tail, picker)
     parts = [text[:head]]
     at = middle_start
     for start, end in picked:
@@ -104,14 +94,14 @@ def _group_sentences(
             at = stop
             continue
         for m in _SENTENCE.finditer(chunk):
-            sentence = m.group()
-            hits = set(_WORDS.findall(sentence.casefold())) & picker.triggers
+            folded = m.group().casefold()
+            hits = set(_WORDS.findall(folded)) & picker.triggers
             if not hits:
                 continue
             checked += 1
             lo, hi = at + m.start(), at + m.end()
             if hi - lo > SENTENCE_MAX_CHARS:  # a window around the first trigger word
-                first = min(sentence.casefold().find(w) for w in hits)
+                first = min(folded.find(w) for w in hits)
                 lo = max(lo, at + m.start() + first - SENTENCE_MAX_CHARS // 2)
                 hi = min(hi, lo + SENTENCE_MAX_CHARS)
             if picker.names_group(text[lo:hi]) and used + (hi - lo) <= budget:

@@ -118,9 +118,8 @@ class StagedAuditor:
         """Judge one memory through every stage; ``AuditorUnavailable`` passes through."""
         staged, normalized_manipulation, findings = await asyncio.to_thread(self.stage, candidate)
         opinion = None
-        english = self.normalizer == "normalize_v2" or await asyncio.to_thread(
-            probably_english, staged.text
-        )
+        # Microseconds on the bounded text: no thread hop for it.
+        english = self.normalizer == "normalize_v2" or probably_english(staged.text)
         if self.first_stage is not None and english:
             scored = staged.model_copy(update={"text": without_placeholders(staged.text)})
             decision = await self.first_stage.decide(scored)

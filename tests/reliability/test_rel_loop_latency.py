@@ -26,7 +26,7 @@ import httpx
 
 from dmt_proxy.bench.stats import percentile
 from tests.proxy_process import FakeUpstream, ProxyProcess, admin_memories, wait_outbox_empty
-from tests.reliability.harness import proxy_with_clean_auditor, scrape
+from tests.reliability.harness import metric, proxy_with_clean_auditor, scrape
 
 FLOOR_S = 0.25
 IDLE_FACTOR = 5.0
@@ -48,14 +48,9 @@ def large_memories() -> list[str]:
 
 def lag_above(metrics: str, bound_s: float) -> float:
     """Samples of ``dmt_event_loop_lag_seconds`` above ``bound_s`` (a bucket bound)."""
-    count = below = 0.0
-    for line in metrics.splitlines():
-        if line.startswith("dmt_event_loop_lag_seconds_count"):
-            count = float(line.split()[-1])
-        elif line.startswith(f'dmt_event_loop_lag_seconds_bucket{{le="{bound_s}"}}'):
-            below = float(line.split()[-1])
+    count = metric(metrics, "dmt_event_loop_lag_seconds_count")
     assert count > 0, "the proxy exports no dmt_event_loop_lag_seconds samples"
-    return count - below
+    return count - metric(metrics, "dmt_event_loop_lag_seconds_bucket", le=str(bound_s))
 
 
 def probe(base: str, stop: threading.Event, chat: list[float], health: list[float]) -> None:

@@ -12,16 +12,19 @@ from dmt_proxy.tags import FindingKind
 STEREOTYPE = "Old people can never learn new technology, it is pointless to teach them."
 
 
-def test_without_a_picker_head_and_tail_share_the_budget_and_the_cut_is_stated() -> None:
-    text = "A" * 5000 + "MIDDLE" + "Z" * 5000
-    body, finding = excerpt(text, 3000)
+NAMES_NONE = GroupPicker(triggers=frozenset({"middle"}), names_group=lambda _s: False)
+
+
+def test_head_and_tail_are_kept_and_the_cut_is_stated_when_no_group_is_named() -> None:
+    text = "A" * 5000 + " MIDDLE " + "Z" * 5000
+    body, finding = excerpt(text, 3000, NAMES_NONE)
     assert finding is not None and finding.kind is FindingKind.EXCERPT
-    assert body.startswith("A" * 2000) and body.endswith("Z" * 1000) and "MIDDLE" not in body
+    assert body.startswith("A" * 1500) and body.endswith("Z" * 750) and "MIDDLE" not in body
     assert "characters not audited" in body and len(body) < 3100
     assert finding.detail == (
-        "excerpt_v2: audited characters 1-2000 and 9007-10006 of 10006 (7006 not audited)"
+        "excerpt_v2: audited characters 1-1500 and 9259-10008 of 10008 (7758 not audited)"
     )
-    assert excerpt("short", 3000) == ("short", None)
+    assert excerpt("short", 3000, NAMES_NONE) == ("short", None)
 
 
 def test_a_stereotype_buried_in_a_long_paste_is_kept() -> None:
