@@ -4,7 +4,9 @@ The import rules are read from the source with ``ast`` (nothing is imported to
 check them): only ``dmt_proxy/api/`` imports FastAPI or Starlette, the plain types
 import only plain types, no service imports the pipeline, the API or the CLI, the
 upstream seam imports no other service, ``audit/`` imports nothing of the memory side
-and the memory side only the audit's seam, and module-level imports have no cycle.
+and the memory side only the audit's seam, and the imports have no cycle. Every
+import counts, wherever it stands: at module level, inside a function or under
+``TYPE_CHECKING`` (a deferred import still ties the two modules together).
 One rule is also checked by running it, in a fresh interpreter
 (``tests/integration/test_fresh_imports.py``): each plain type, imported alone, loads
 only plain types (package ``__init__`` files included). Where the
@@ -19,12 +21,9 @@ import ast
 import importlib
 import importlib.util
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import pytest
 
 from dmt_proxy.plugins import Registry
 
@@ -76,8 +75,6 @@ def doc() -> str:
 class Import:
     target: str
     """The imported module (``from a.b import c`` is ``a.b.c`` when that is a module)."""
-    top_level: bool
-    """Run when the module is imported (not inside a function, not under TYPE_CHECKING)."""
 
 
 @cache
@@ -90,24 +87,6 @@ def modules() -> dict[str, Path]:
             parts.pop()
         found[".".join(parts)] = path
     return found
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _top_level_nodes(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    for node in body:
-        yield node
-        if isinstance(node, ast.If) and not _is_type_checking(node):
-            yield from _top_level_nodes(node.body)
-            yield from _top_level_nodes(node.orelse)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
-                yield from _top_level_nodes(block)
 
 
 def _targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
@@ -127,16 +106,21 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
     return found
 
 
+def imports_in(source: str, module: str) -> tuple[Import, ...]:
+    """Every import of ``source`` read as ``module``'s: at module level, inside a
+    function or class, or under ``TYPE_CHECKING``."""
+    return tuple(
+        Import(target)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for target in _targets(node, module)
+    )
+
+
 @cache
 def imports(module: str) -> tuple[Import, ...]:
-    """Everything ``module`` imports, with whether the import runs at import time."""
-    tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
-    top = {id(node) for node in _top_level_nodes(tree.body)}
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found += [Import(t, id(node) in top) for t in _targets(node, module)]
-    return tuple(found)
+    """Everything ``module`` imports, wherever the import stands."""
+    return imports_in(modules()[module].read_text(encoding="utf-8"), module)
 
 
 def within(name: str, *packages: str) -> bool:
@@ -330,24 +314,35 @@ def _parents(name: str) -> set[str]:
     return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
-def test_module_level_imports_have_no_cycle() -> None:
-    # Importing a.b.c runs the packages a and a.b first; a module's own packages are
-    # already being imported, so they do not count as edges.
-    graph = {
-        module: {
+@cache
+def import_graph() -> dict[str, frozenset[str]]:
+    """Each module -> the package's modules it imports, every import counted.
+
+    Importing a.b.c runs the packages a and a.b first, so they are edges too; a module's
+    own packages are already being imported, so they are not.
+    """
+    return {
+        module: frozenset(
             p
             for i in imports(module)
-            if i.top_level and within(i.target, "dmt_proxy")
+            if within(i.target, "dmt_proxy")
             for p in _parents(i.target)
             if p in modules() and p not in _parents(module)
-        }
+        )
         for module in modules()
     }
+
+
+def cycles(graph: dict[str, frozenset[str]]) -> list[list[str]]:
+    """The cycles a depth-first walk meets, each as ``[a, b, ..., a]`` (at least one for
+    every group of modules that import each other, none when there is none)."""
+    found: list[list[str]] = []
     done: set[str] = set()
 
     def visit(module: str, path: list[str]) -> None:
         if module in path:
-            pytest.fail("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+            found.append([*path[path.index(module) :], module])
+            return
         if module in done:
             return
         for target in sorted(graph[module]):
@@ -356,3 +351,25 @@ def test_module_level_imports_have_no_cycle() -> None:
 
     for module in sorted(graph):
         visit(module, [])
+    return found
+
+
+def test_imports_inside_functions_and_under_type_checking_are_counted() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from dmt_proxy.errors import ConfigError\n"
+        "def f() -> None:\n    import dmt_proxy.policy\n"
+    )
+    targets = {i.target for i in imports_in(source, "dmt_proxy.tags")}
+    assert {"dmt_proxy.errors", "dmt_proxy.policy"} <= targets
+
+
+def test_the_cycle_search_finds_a_cycle_and_only_a_cycle() -> None:
+    graph = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset()}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({**graph, "c": frozenset({"d"})}) == []
+
+
+def test_imports_have_no_cycle() -> None:
+    found = [" -> ".join(cycle) for cycle in cycles(import_graph())]
+    assert found == [], "import cycles (every import counts):\n" + "\n".join(found)

@@ -137,13 +137,13 @@ def set_scopes(config: DoseConfig, library: SeedLibrary | None = None) -> list[S
     kinds = [kd for kd in ("biased", "directive") if kd in config.kinds]
     for source in config.sources:
         for kind in kinds:
-            for set_id in lib.set_ids(config, kind, source):
+            for set_id in config.seeds.set_ids(kind, source, lib):
                 out += [
                     ScopeKey(source=source, kind=kind, k=k, set=set_id)
                     for k in config.positive_doses()
                 ]
     if "neutral" in config.kinds:
-        for set_id in lib.set_ids(config, "neutral", None):
+        for set_id in config.seeds.set_ids("neutral", None, lib):
             out += [
                 ScopeKey(source=None, kind="neutral", k=k, set=set_id)
                 for k in config.positive_doses()

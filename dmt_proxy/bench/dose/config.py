@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dmt_proxy.bench.dib.generator import MIN_CONTEXTS
+from dmt_proxy.bench.dose.seed_sets import SET_SIZE, SeedLibrary, shipped_library
 from dmt_proxy.bench.harness.config import AuditConfig, ExecutionConfig, ModelSpec, read_yaml
 from dmt_proxy.domains import DOMAINS, check_domains
 from dmt_proxy.errors import ConfigError
@@ -109,6 +110,19 @@ class SeedConfig(BaseModel):
     def uses_sets(self) -> bool:
         """Whether scopes are seed sets (``dose_seeds_v1``)."""
         return self.set == "dose_seeds_v1"
+
+    def set_ids(self, kind: str, source: str | None, library: SeedLibrary) -> list[str]:
+        """The sets of ``kind`` (``biased``/``directive``: of ``source``) the config reads:
+        those it names, else every such set of ``library``."""
+        named: list[str] | None
+        if kind == "neutral":
+            named = self.neutral_sets
+        else:
+            chosen = self.biased if kind == "biased" else self.directive
+            named = None if chosen is None else chosen.get(source or "", [])
+        if named is not None:
+            return list(named)
+        return library.ids_for(kind, source)
 
 
 class DoseDibConfig(BaseModel):
@@ -257,8 +271,6 @@ class DoseConfig(BaseModel):
         if not set(self.neutral_modes) <= set(self.modes):
             raise ValueError("neutral_modes must be a subset of modes")
         if self.seeds.uses_sets():
-            from dmt_proxy.bench.dose.seed_sets import check_seed_config
-
             check_seed_config(self)
             return self
         if "directive" in self.kinds:
@@ -318,6 +330,49 @@ _LATER_FIELDS: tuple[tuple[str | None, str, Any], ...] = (
     ("dib", "exclude_contexts", []),
 )
 """(section, field, default) of the fields ``DoseConfig.digest`` omits at their default."""
+
+
+def check_seed_config(config: DoseConfig, library: SeedLibrary | None = None) -> None:
+    """ValueError (a config error) when the config's sets do not exist or do not fit.
+
+    Every named set must exist in its file and belong to its source domain (neutral
+    sets to none); every biased or directive source has at least one set; the largest
+    dose fits a set; named sources are sources of the config.
+    """
+    lib = library or shipped_library()
+    seeds = config.seeds
+    if max(config.doses) > SET_SIZE:
+        raise ValueError(
+            f"dose_seeds_v1 sets hold {SET_SIZE} memories; largest dose is {max(config.doses)}"
+        )
+    for kind, named in (("biased", seeds.biased), ("directive", seeds.directive)):
+        if named is None:
+            continue
+        extra = sorted(set(named) - set(config.sources))
+        if extra:
+            raise ValueError(f"seeds.{kind} names domains that are not sources: {', '.join(extra)}")
+    for kind in config.kinds:
+        sources: list[str | None] = [None] if kind == "neutral" else list(config.sources)
+        where = "neutral_sets" if kind == "neutral" else kind
+        for source in sources:
+            ids = seeds.set_ids(kind, source, lib)
+            if not ids:
+                raise ValueError(f"seeds.{where}: no {kind} set for {source or 'the controls'}")
+            if len(set(ids)) != len(ids):
+                raise ValueError(
+                    f"seeds.{where}: a set is named twice for {source or 'the controls'}"
+                )
+            file = lib.file(kind)
+            for set_id in ids:
+                try:
+                    found = file.by_id(set_id)
+                except ConfigError as exc:
+                    raise ValueError(f"seeds.{where}: {exc}") from None
+                if found.domain != source:
+                    raise ValueError(
+                        f"seeds.{where}: set {set_id} is about {found.domain or 'no domain'}, "
+                        f"not {source or 'no domain'}"
+                    )
 
 
 def _format_errors(exc: ValidationError, where: str) -> str:

@@ -32,7 +32,6 @@ from dmt_proxy.bench.stats import ClusterEstimate
 
 if TYPE_CHECKING:
     from dmt_proxy.bench.dose.config import DoseConfig
-    from dmt_proxy.bench.dose.preregistration import Registration
 
 MIN_GAP = 2.0
 """The smallest planted-gap reading (GBV points) that counts as seen (see the docstring)."""
@@ -63,19 +62,17 @@ def keys_of(scored: Scored, kind: str, source: str | None, k: int, mode: str) ->
 
 
 def positive_control_rows(
-    config: DoseConfig, scored: Scored, registration: Registration | None = None
+    config: DoseConfig, scored: Scored, gap: float = MIN_GAP
 ) -> list[PositiveControlRow]:
     """Every (source, mode) with directive and neutral cells at the largest dose.
 
-    ``scored``: the headline readout's context scores by ``results.key_of``; the
-    pre-registration's ``positive_control.min_gap`` replaces ``MIN_GAP`` when given.
+    ``scored``: the headline readout's context scores by ``results.key_of``; ``gap``:
+    the smallest reading that counts as seen (a pre-registration's
+    ``positive_control.min_gap`` when it has one: ``preregistration.control_gap``).
     """
     if "directive" not in config.kinds or "neutral" not in config.kinds:
         return []
     k = max(config.doses)
-    gap = MIN_GAP
-    if registration is not None and registration.definitions is not None:
-        gap = registration.definitions.positive_control.min_gap
     rows = []
     for source in config.sources:
         for mode in config.modes:

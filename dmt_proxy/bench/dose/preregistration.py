@@ -197,6 +197,13 @@ class Registration(BaseModel):
     definitions: Preregistration | None = None
 
 
+def control_gap(registration: Registration | None) -> float:
+    """The positive control's threshold: the registered ``min_gap``, else ``MIN_GAP``."""
+    if registration is None or registration.definitions is None:
+        return MIN_GAP
+    return registration.definitions.positive_control.min_gap
+
+
 def check(ref: PreregistrationRef, root: Path) -> Registration:
     """Compare the committed pre-registration with the run's record and the working tree."""
     path = root / ref.path

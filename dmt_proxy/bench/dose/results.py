@@ -54,7 +54,12 @@ from dmt_proxy.bench.dose.cells import EMPTY, CellKey, CellRecord, ScopeKey, cel
 from dmt_proxy.bench.dose.config import DOSE_VERSION, DoseConfig
 from dmt_proxy.bench.dose.matrix import ContentMatrix, content_matrix
 from dmt_proxy.bench.dose.positive_control import PositiveControlRow, positive_control_rows
-from dmt_proxy.bench.dose.preregistration import PrimaryReport, Registration, evaluate
+from dmt_proxy.bench.dose.preregistration import (
+    PrimaryReport,
+    Registration,
+    control_gap,
+    evaluate,
+)
 from dmt_proxy.bench.gbv import ContextScores
 from dmt_proxy.bench.paired import ReadoutData, cell_of, per_domain_deltas
 from dmt_proxy.bench.stats import (
@@ -486,7 +491,7 @@ def build_results(
         totals[1] += cell_record.elapsed_s
     headline = {key_of(cell): context_scores(records[cell].results, HEADLINE) for cell in done}
     return DoseResults(
-        positive_control=positive_control_rows(config, headline, registration),
+        positive_control=positive_control_rows(config, headline, control_gap(registration)),
         content_matrix=content_matrix(config, headline),
         primary=evaluate(config, headline, registration) if registration is not None else None,
         mode_contrasts=mode_contrast_rows(config, headline),

@@ -12,7 +12,8 @@ A dose config selects them with ``seeds.set: dose_seeds_v1`` (``config.SeedConfi
 every named set is one scope per k (``cells.ScopeKey.set``), stereotyped sets as kind
 ``biased``, neutral sets as ``neutral`` and directive sets as ``directive`` (the
 positive control). ``SeedLibrary`` holds the three files (the shipped ones, or test
-doubles of them) and answers which sets a config's scopes hold.
+doubles of them); the config says which of their sets its scopes hold
+(``config.SeedConfig.set_ids``) and checks that they fit (``config.check_seed_config``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -29,9 +30,6 @@ from dmt_proxy.bench.dose.seeds import Seed
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.resources import data_dir
-
-if TYPE_CHECKING:
-    from dmt_proxy.bench.dose.config import DoseConfig
 
 SEED_SETS_VERSION = 1
 """Version of the shipped files (``<kind>_v1.yaml``); a change to any text is a new one."""
@@ -179,17 +177,8 @@ class SeedLibrary:
         """The file whose sets are seeded as scope kind ``kind``."""
         return {"biased": self.stereotyped, "neutral": self.neutral}.get(kind, self.directive)
 
-    def set_ids(self, config: DoseConfig, kind: str, source: str | None) -> list[str]:
-        """The sets of ``kind`` (``biased``/``directive``: of ``source``) the config reads."""
-        seeds = config.seeds
-        named: list[str] | None
-        if kind == "neutral":
-            named = seeds.neutral_sets
-        else:
-            chosen = seeds.biased if kind == "biased" else seeds.directive
-            named = None if chosen is None else chosen.get(source or "", [])
-        if named is not None:
-            return list(named)
+    def ids_for(self, kind: str, source: str | None) -> list[str]:
+        """Every set of ``kind`` (``biased``/``directive``: of ``source``), in file order."""
         domain = None if kind == "neutral" else source
         return [s.id for s in self.file(kind).for_domain(domain)]
 
@@ -206,46 +195,3 @@ def shipped_library(version: int = SEED_SETS_VERSION) -> SeedLibrary:
         neutral=shipped_seed_file("neutral", version),
         directive=shipped_seed_file("directive", version),
     )
-
-
-def check_seed_config(config: DoseConfig, library: SeedLibrary | None = None) -> None:
-    """ValueError (a config error) when the config's sets do not exist or do not fit.
-
-    Every named set must exist in its file and belong to its source domain (neutral
-    sets to none); every biased or directive source has at least one set; the largest
-    dose fits a set; named sources are sources of the config.
-    """
-    lib = library or shipped_library()
-    seeds = config.seeds
-    if max(config.doses) > SET_SIZE:
-        raise ValueError(
-            f"dose_seeds_v1 sets hold {SET_SIZE} memories; largest dose is {max(config.doses)}"
-        )
-    for kind, named in (("biased", seeds.biased), ("directive", seeds.directive)):
-        if named is None:
-            continue
-        extra = sorted(set(named) - set(config.sources))
-        if extra:
-            raise ValueError(f"seeds.{kind} names domains that are not sources: {', '.join(extra)}")
-    for kind in config.kinds:
-        sources: list[str | None] = [None] if kind == "neutral" else list(config.sources)
-        where = "neutral_sets" if kind == "neutral" else kind
-        for source in sources:
-            ids = lib.set_ids(config, kind, source)
-            if not ids:
-                raise ValueError(f"seeds.{where}: no {kind} set for {source or 'the controls'}")
-            if len(set(ids)) != len(ids):
-                raise ValueError(
-                    f"seeds.{where}: a set is named twice for {source or 'the controls'}"
-                )
-            file = lib.file(kind)
-            for set_id in ids:
-                try:
-                    found = file.by_id(set_id)
-                except ConfigError as exc:
-                    raise ValueError(f"seeds.{where}: {exc}") from None
-                if found.domain != source:
-                    raise ValueError(
-                        f"seeds.{where}: set {set_id} is about {found.domain or 'no domain'}, "
-                        f"not {source or 'no domain'}"
-                    )
