@@ -18,7 +18,8 @@ from dmt_proxy.api.auth import Tenants
 from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.mcp import install_mcp, mcp_lifespan
 from dmt_proxy.api.middleware import RequestMiddleware
-from dmt_proxy.api.openapi import Health, install_openapi
+from dmt_proxy.api.openapi import install_openapi
+from dmt_proxy.api.routes import HEALTHZ, METRICS, ROUTES
 from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_console import router as console_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
@@ -26,6 +27,7 @@ from dmt_proxy.api.routes_memory import router as memory_router
 from dmt_proxy.api.routes_messages import router as messages_router
 from dmt_proxy.api.routes_responses import router as responses_router
 from dmt_proxy.api.routes_review import router as review_router
+from dmt_proxy.api.routing import RouteLabels, check_routes, serve
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.loop_lag import watch_loop_lag
 from dmt_proxy.memory.assembly import build_memory_service
@@ -103,7 +105,7 @@ def create_app(
             await models.aclose()
 
     app = FastAPI(title="dmt-proxy", version=__version__, lifespan=lifespan)
-    app.add_middleware(RequestMiddleware, metrics=metrics)
+    app.add_middleware(RequestMiddleware, metrics=metrics, labels=RouteLabels(ROUTES))
     install_error_handlers(app)
     app.include_router(chat_router)
     app.include_router(responses_router)
@@ -114,21 +116,17 @@ def create_app(
     app.include_router(console_router)
     install_mcp(app)
     app.state.console_secret = secrets.token_bytes(32)  # signs console sessions (review_auth)
-    install_openapi(app)
+    install_openapi(app, ROUTES)
 
-    @app.get("/healthz", responses={200: {"model": Health}})
+    @serve(app.router, HEALTHZ)
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse(
             {"status": "ok", "version": __version__, "mode": request.app.state.policy.mode.value}
         )
 
-    @app.get(
-        "/metrics",
-        response_class=Response,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
-                         "description": "Prometheus text exposition."}},
-    )  # fmt: skip
+    @serve(app.router, METRICS)
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    check_routes(app, ROUTES)  # a route served but not declared stops the app here
     return app

@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from dmt_proxy.api.admission import authenticate
 from dmt_proxy.api.errors import request_error_response
+from dmt_proxy.api.routes import MCP
 from dmt_proxy.errors import NotFound, RequestError
 from dmt_proxy.mcp_server.server import build_mcp_server
 from dmt_proxy.mcp_server.tools import Caller, MemoryTools
@@ -67,7 +68,9 @@ async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
 
 def install_mcp(app: FastAPI) -> None:
     """Route ``/mcp`` (every method the transport answers) to the MCP endpoint."""
-    app.router.routes.append(Route("/mcp", endpoint=_Endpoint(), include_in_schema=False))
+    app.router.routes.append(
+        Route(MCP.path, endpoint=_Endpoint(), include_in_schema=MCP.documented)
+    )
 
 
 @asynccontextmanager

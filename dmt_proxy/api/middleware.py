@@ -1,4 +1,8 @@
-"""Pure-ASGI middleware: request id, start time, request metrics."""
+"""Pure-ASGI middleware: request id, start time, request metrics.
+
+The metrics' ``route`` label comes from the route declarations (``RouteLabels``), read
+from the raw path before routing, so a request to no route is counted as ``other``.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +12,17 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from dmt_proxy.api.routing import RouteLabels
 from dmt_proxy.metrics import Metrics
-
-_ROUTES = {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens",
-           "/v1/embeddings", "/v1/models", "/healthz", "/metrics", "/v1/memories"}  # fmt: skip
 
 
 class RequestMiddleware:
     """Gives every request an id (client's ``x-request-id`` if sane) and counts it."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, labels: RouteLabels) -> None:
         self.app = app
         self.metrics = metrics
+        self.labels = labels
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -35,12 +38,7 @@ class RequestMiddleware:
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = request_id
         state["started"] = started
-        path = scope.get("path", "")
-        route = (
-            path
-            if path in _ROUTES
-            else ("/v1/memories" if path.startswith("/v1/memories/") else "other")
-        )
+        route = self.labels(scope.get("path", ""))
         status = 500
         is_stream = False
 

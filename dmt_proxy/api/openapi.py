@@ -1,10 +1,13 @@
-"""The OpenAPI document: what each route answers, and the chat body it parses by hand.
+"""The OpenAPI document: the words route declarations document their answers in, and
+what FastAPI cannot see.
 
-The chat route reads its raw body (to enforce the size limit before parsing), so
-FastAPI cannot see the request model; ``install_openapi`` adds it from
-``ChatCompletionRequest``. Every route also documents its error statuses with
-OpenAI's error shape, so a schema-driven fuzzer (schemathesis, in
-tests/reliability) can check each answer against the document. The chat
+Each route's documented answers are part of its declaration (``dmt_proxy.api.routes``),
+written with the helpers and models here. Every route documents its error statuses
+with OpenAI's error shape (Anthropic's on ``/v1/messages``), so a schema-driven fuzzer
+(schemathesis, in tests/reliability) can check each answer against the document.
+Routes that read their raw body (to enforce the size limit before parsing, or to check
+a key first) hide the request model from FastAPI; ``install_openapi`` adds each
+declared ``body``, and the ``X-DMT-*`` headers of the pipeline routes. The chat
 replies are documented by the models the chat route returns
 (``openai_types.ChatCompletion``), a memory and the outbox status by the service's own
 types (``memory.service.MemoryEntry``, ``OutboxStats``); the other response models here
@@ -13,31 +16,20 @@ describe JSON their routes build themselves.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
+from dmt_proxy.api.routing import Route
 from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
-from dmt_proxy.memory.review import ReviewRequest
+from dmt_proxy.memory.review import QueueItem
 from dmt_proxy.memory.service import MemoryEntry
 from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
-from dmt_proxy.messages.protocol import MessageObject, MessagesRequest
-from dmt_proxy.openai_types import (
-    UNSUPPORTED_PARAMS,
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionRequest,
-)
+from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.policy import Mode
-from dmt_proxy.responses.protocol import ResponseObject, ResponsesRequest
-from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingResponse
-
-CHAT_PATH = "/v1/chat/completions"
-EMBEDDINGS_PATH = "/v1/embeddings"
-RESPONSES_PATH = "/v1/responses"
-MESSAGES_PATH = "/v1/messages"
 
 _DESCRIPTIONS = {
     400: "The request is invalid (OpenAI error shape).",
@@ -121,7 +113,14 @@ class UserMemoriesDeleted(BaseModel):
     object: Literal["list"]
 
 
-_SSE_EVENT = {
+class ReviewQueue(BaseModel):
+    """The answer of ``GET /v1/reviews/queue``."""
+
+    object: str = "list"
+    data: list[QueueItem]
+
+
+CHAT_EVENT = {
     "type": "object",
     "required": ["data"],
     "properties": {
@@ -134,25 +133,7 @@ _SSE_EVENT = {
     },
 }
 
-CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "model": ChatCompletion,
-        "description": "The completion, or with ``stream: true`` server-sent chunks.",
-        # One object per server-sent event (OpenAPI 3.1: the schema describes each event);
-        # "data" is a JSON chunk, an in-band {"error": ...}, or the final "[DONE]".
-        "content": {"text/event-stream": {"schema": _SSE_EVENT}},
-    },
-    **error_responses(400, 401, 404, 413, 429, 502, 504),
-}
-
-
-EMBEDDING_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"model": EmbeddingResponse, "description": "One embedding per input text."},
-    **error_responses(400, 401, 404, 413, 429, 502, 504),
-}
-
-
-_RESPONSE_EVENT = {
+RESPONSE_EVENT = {
     "type": "object",
     "required": ["data"],
     "properties": {
@@ -161,17 +142,7 @@ _RESPONSE_EVENT = {
     },
 }
 
-RESPONSES_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "model": ResponseObject,
-        "description": "The Response, or with ``stream: true`` its server-sent events.",
-        "content": {"text/event-stream": {"schema": _RESPONSE_EVENT}},
-    },
-    **error_responses(400, 401, 404, 413, 429, 502, 504),
-}
-
-
-_MESSAGE_EVENT = {
+MESSAGE_EVENT = {
     "type": "object",
     "required": ["event", "data"],
     "properties": {
@@ -186,24 +157,6 @@ def anthropic_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]
     return {s: {"model": AnthropicErrorResponse,
                 "description": _DESCRIPTIONS[s].replace("OpenAI", "Anthropic")}
             for s in statuses}  # fmt: skip
-
-
-MESSAGES_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "model": MessageObject,
-        "description": "The Message, or with ``stream: true`` its server-sent events.",
-        "content": {"text/event-stream": {"schema": _MESSAGE_EVENT}},
-    },
-    **anthropic_error_responses(400, 401, 404, 413, 429, 502, 504),
-}
-
-COUNT_TOKENS_RESPONSES: dict[int | str, dict[str, Any]] = {
-    404: {
-        "model": AnthropicErrorResponse,
-        "description": "Always: token counting is not served by dmt-proxy.",
-    },
-    **anthropic_error_responses(401),
-}
 
 
 def _component(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
@@ -242,8 +195,14 @@ def _json_body(component: str) -> dict[str, Any]:
         "schema": {"$ref": f"#/components/schemas/{component}"}}}}  # fmt: skip
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Generate the document once, with the chat request body added."""
+def _body_schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
+    if model is ChatCompletionRequest:
+        return _chat_request_schema(components)
+    return _component(model, components)
+
+
+def install_openapi(app: FastAPI, routes: Iterable[Route]) -> None:
+    """Generate the document once, with the bodies and headers ``routes`` read themselves."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -254,24 +213,17 @@ def install_openapi(app: FastAPI) -> None:
             for name in ("HTTPValidationError", "ValidationError"):
                 doc.get("components", {}).get("schemas", {}).pop(name, None)
             components = doc.setdefault("components", {}).setdefault("schemas", {})
-            components["ChatCompletionRequest"] = _chat_request_schema(components)
+            # Named in the chat route's stream event; no route returns it as a model.
             components["ChatCompletionChunk"] = _component(ChatCompletionChunk, components)
-            doc["paths"][CHAT_PATH]["post"]["parameters"] = _CHAT_HEADERS
-            doc["paths"][CHAT_PATH]["post"]["requestBody"] = _json_body("ChatCompletionRequest")
-            components["EmbeddingRequest"] = _component(EmbeddingRequest, components)
-            doc["paths"][EMBEDDINGS_PATH]["post"]["requestBody"] = _json_body("EmbeddingRequest")
-            components["ResponsesRequest"] = _component(ResponsesRequest, components)
-            doc["paths"][RESPONSES_PATH]["post"]["parameters"] = _CHAT_HEADERS
-            doc["paths"][RESPONSES_PATH]["post"]["requestBody"] = _json_body("ResponsesRequest")
-            components["MessagesRequest"] = _component(MessagesRequest, components)
-            doc["paths"][MESSAGES_PATH]["post"]["parameters"] = _CHAT_HEADERS
-            doc["paths"][MESSAGES_PATH]["post"]["requestBody"] = _json_body("MessagesRequest")
-            # Routes behind a key read their body after authenticating (api/bodies.json_body).
-            components["MemoryCreate"] = _component(MemoryCreate, components)
-            doc["paths"]["/v1/memories"]["post"]["requestBody"] = _json_body("MemoryCreate")
-            components["ReviewRequest"] = _component(ReviewRequest, components)
-            review = doc["paths"]["/v1/memories/{memory_id}/review"]["post"]
-            review["requestBody"] = _json_body("ReviewRequest")
+            for route in routes:
+                operation = doc["paths"].get(route.path, {}).get(route.method.lower())
+                if operation is None:
+                    continue  # not in the document
+                if route.memory_headers:
+                    operation["parameters"] = _CHAT_HEADERS
+                if route.body is not None:
+                    components[route.body.__name__] = _body_schema(route.body, components)
+                    operation["requestBody"] = _json_body(route.body.__name__)
             app.openapi_schema = doc
         return app.openapi_schema
 

@@ -11,7 +11,8 @@ from fastapi.responses import JSONResponse, Response
 from dmt_proxy.api.admission import admit, authenticate
 from dmt_proxy.api.bodies import parse_json_object, validate_body
 from dmt_proxy.api.errors import error_body
-from dmt_proxy.api.openapi import CHAT_RESPONSES, ModelList, error_responses
+from dmt_proxy.api.routes import CHAT, MODELS
+from dmt_proxy.api.routing import serve
 from dmt_proxy.api.writer import json_reply, sse, stream_reply
 from dmt_proxy.errors import InvalidRequest, RequestError, UpstreamError
 from dmt_proxy.exchange import MemoryOutcome
@@ -61,7 +62,7 @@ def _user(req: ChatCompletionRequest) -> str | None:
     return req.user
 
 
-@router.post("/v1/chat/completions", responses=CHAT_RESPONSES)
+@serve(router, CHAT)
 async def chat_completions(request: Request) -> Response:
     admitted = await admit(request, parse_chat_request, user=_user)
     req, ctx = admitted.body, admitted.ctx
@@ -72,7 +73,7 @@ async def chat_completions(request: Request) -> Response:
     return await stream_reply(request, ctx, pipeline.stream(req, ctx), ChatStream)
 
 
-@router.get("/v1/models", responses={200: {"model": ModelList}, **error_responses(401)})
+@serve(router, MODELS)
 async def list_models(request: Request) -> JSONResponse:
     authenticate(request)
     names = [*request.app.state.registry.aliases, *request.app.state.embeddings.names]

@@ -39,14 +39,25 @@ from dmt_proxy.api.review_auth import (
     reviewer_for_key,
     same_origin,
 )
+from dmt_proxy.api.routes import (
+    CONSOLE_LOGIN,
+    CONSOLE_LOGIN_FORM,
+    CONSOLE_LOGOUT,
+    CONSOLE_MEMORY,
+    CONSOLE_OVERVIEW,
+    CONSOLE_QUEUE,
+    CONSOLE_STATIC,
+    CONSOLE_USERS,
+)
 from dmt_proxy.api.routes_memory import Forbidden
+from dmt_proxy.api.routing import serve
 from dmt_proxy.audit.grounding import ground, ground_tag
 from dmt_proxy.domains import BIAS_TYPES
 from dmt_proxy.errors import NotFound, RequestError
 from dmt_proxy.memory.review import QUEUE_STATUSES, MemoryDetail, QueueFilter
 from dmt_proxy.tags import AuditStatus
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter()
 
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -108,7 +119,7 @@ def _error_page(session: Session, exc: RequestError) -> HTMLResponse:
     return page("base.html", session, status=exc.status_code, error=str(exc))
 
 
-@router.get("/console/login")
+@serve(router, CONSOLE_LOGIN_FORM)
 async def login_form(request: Request) -> Response:
     """The sign-in form."""
     return page("login.html", None)
@@ -119,7 +130,7 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body).items()}
 
 
-@router.post("/console/login")
+@serve(router, CONSOLE_LOGIN)
 async def login(request: Request) -> Response:
     """Check the key, then set the session cookie and go to the overview."""
     if not same_origin(request):
@@ -135,7 +146,7 @@ async def login(request: Request) -> Response:
     return resp
 
 
-@router.post("/console/logout")
+@serve(router, CONSOLE_LOGOUT)
 async def logout(request: Request) -> Response:
     """End the session (a form post carrying the CSRF token)."""
     session = read_session(request)
@@ -147,7 +158,7 @@ async def logout(request: Request) -> Response:
     return resp
 
 
-@router.get("/console")
+@serve(router, CONSOLE_OVERVIEW)
 async def overview(request: Request) -> Response:
     """Audits over time, the outbox and the review rates."""
     session = _signed_in(request)
@@ -168,7 +179,7 @@ def _day(value: str, end: bool) -> datetime | None:
     return datetime.combine(day, time.max if end else time.min, tzinfo=UTC)
 
 
-@router.get("/console/queue")
+@serve(router, CONSOLE_QUEUE)
 async def queue(
     request: Request,
     domain: str = "",
@@ -215,7 +226,7 @@ def grounded_detail(detail: MemoryDetail) -> MemoryDetail:
     )
 
 
-@router.get("/console/memories/{memory_id}")
+@serve(router, CONSOLE_MEMORY)
 async def memory(request: Request, memory_id: str) -> Response:
     """One memory: text, evidence, history, and how each mode shows it."""
     session = _signed_in(request)
@@ -230,7 +241,7 @@ async def memory(request: Request, memory_id: str) -> Response:
     return page("memory.html", session, d=grounded, domains=BIAS_TYPES)
 
 
-@router.get("/console/users")
+@serve(router, CONSOLE_USERS)
 async def user(request: Request, user: str = "") -> Response:
     """A user's memories and the block the agent sees in DMT mode."""
     session = _signed_in(request)
@@ -245,7 +256,7 @@ async def user(request: Request, user: str = "") -> Response:
     return page("user.html", session, u=view)
 
 
-@router.get("/console/static/{name}")
+@serve(router, CONSOLE_STATIC)
 async def static(name: str) -> Response:
     """The console's own CSS and JavaScript, from the package."""
     if name not in STATIC:

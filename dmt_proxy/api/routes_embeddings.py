@@ -13,14 +13,14 @@ from fastapi.responses import Response
 
 from dmt_proxy.api.admission import authenticate, read_request
 from dmt_proxy.api.bodies import parse_json_object, validate_body
-from dmt_proxy.api.openapi import EMBEDDING_RESPONSES
+from dmt_proxy.api.routes import EMBEDDINGS, LEGACY_COMPLETIONS, ROUTES
+from dmt_proxy.api.routing import serve
 from dmt_proxy.errors import NotFound
 from dmt_proxy.upstream.embeddings import EmbeddingRequest, EmbeddingRouter
 
 router = APIRouter()
 
-SUPPORTED_ROUTES = ("POST /v1/chat/completions", "POST /v1/responses", "POST /v1/messages",
-                    "POST /v1/embeddings", "GET /v1/models")  # fmt: skip
+SUPPORTED_ROUTES = tuple(route.name for route in ROUTES if route.model_api)
 
 
 def parse_embedding_request(body: bytes) -> EmbeddingRequest:
@@ -28,7 +28,7 @@ def parse_embedding_request(body: bytes) -> EmbeddingRequest:
     return validate_body(EmbeddingRequest, parse_json_object(body))
 
 
-@router.post("/v1/embeddings", responses=EMBEDDING_RESPONSES)
+@serve(router, EMBEDDINGS)
 async def embeddings(request: Request) -> Response:
     req = (await read_request(request, parse_embedding_request)).body
     embedder: EmbeddingRouter = request.app.state.embeddings
@@ -36,7 +36,7 @@ async def embeddings(request: Request) -> Response:
     return Response(reply.model_dump_json(), media_type="application/json")
 
 
-@router.post("/v1/completions", include_in_schema=False)
+@serve(router, LEGACY_COMPLETIONS)
 async def legacy_completions(request: Request) -> Response:
     authenticate(request)
     raise NotFound(

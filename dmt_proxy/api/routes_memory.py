@@ -10,19 +10,21 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from dmt_proxy.api.bodies import json_body
-from dmt_proxy.api.openapi import (
-    MemoryCreate,
-    MemoryDeleted,
-    MemoryList,
-    UserMemoriesDeleted,
-    error_responses,
+from dmt_proxy.api.openapi import MemoryCreate, MemoryList
+from dmt_proxy.api.routes import (
+    CREATE_MEMORY,
+    DELETE_MEMORY,
+    DELETE_USER_MEMORIES,
+    GET_MEMORY,
+    LIST_MEMORIES,
+    OUTBOX,
 )
+from dmt_proxy.api.routing import serve
 from dmt_proxy.errors import NotFound, RequestError, Unauthorized
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.service import DurableMemoryService, MemoryEntry, OutboxStats
+from dmt_proxy.memory.service import DurableMemoryService
 
-# Every admin route can answer these; each route adds its own 200 (and 400 where it has input).
-router = APIRouter(responses=error_responses(401, 403, 404))
+router = APIRouter()
 
 
 class Forbidden(RequestError):
@@ -67,13 +69,13 @@ def _user(user: str) -> Scope:
         raise RequestError(f"Invalid value for 'user': {reason}.", param="user") from None
 
 
-@router.get("/v1/memories", responses={200: {"model": MemoryList}, **error_responses(400)})
+@serve(router, LIST_MEMORIES)
 async def list_memories(memory: Admin, user: str = Query(...)) -> JSONResponse:
     entries = await memory.list(_user(user))
     return _json(MemoryList(data=entries))
 
 
-@router.post("/v1/memories", responses={200: {"model": MemoryEntry}, **error_responses(400, 413)})
+@serve(router, CREATE_MEMORY)
 async def create_memory(request: Request, memory: Admin) -> JSONResponse:
     """Queue one exchange for ``user`` as a chat write would: audited when its mode audits.
 
@@ -90,7 +92,7 @@ async def create_memory(request: Request, memory: Admin) -> JSONResponse:
     return _json(entry)
 
 
-@router.get("/v1/memories/{memory_id}", responses={200: {"model": MemoryEntry}})
+@serve(router, GET_MEMORY)
 async def get_memory(memory: Admin, memory_id: str) -> JSONResponse:
     entry = await memory.get(memory_id)
     if entry is None:
@@ -98,22 +100,20 @@ async def get_memory(memory: Admin, memory_id: str) -> JSONResponse:
     return _json(entry)
 
 
-@router.delete("/v1/memories/{memory_id}", responses={200: {"model": MemoryDeleted}})
+@serve(router, DELETE_MEMORY)
 async def delete_memory(memory: Admin, memory_id: str) -> JSONResponse:
     if not await memory.delete(memory_id):
         raise NotFound(f"No memory with id '{memory_id}'.", param="id")
     return JSONResponse({"id": memory_id, "object": "memory", "deleted": True})
 
 
-@router.delete(
-    "/v1/memories", responses={200: {"model": UserMemoriesDeleted}, **error_responses(400)}
-)
+@serve(router, DELETE_USER_MEMORIES)
 async def delete_user_memories(memory: Admin, user: str = Query(...)) -> JSONResponse:
     deleted = await memory.delete_all(_user(user))
     return JSONResponse({"user": user, "deleted": deleted, "object": "list"})
 
 
-@router.get("/v1/admin/outbox", responses={200: {"model": OutboxStats}})
+@serve(router, OUTBOX)
 async def outbox_status(memory: Admin) -> JSONResponse:
     """Pending memory writes: lets a harness wait until every write is stored and audited."""
     return _json(await memory.outbox_stats())

@@ -2,7 +2,9 @@
 
 The body is translated into a chat request (``dmt_proxy.messages.translate``) and
 run by the same ``ChatPipeline`` as ``/v1/chat/completions``; only the wire format
-of the answer differs. See ``dmt_proxy.messages.protocol`` for what is supported.
+of the answer differs. The call is the one every translated API makes
+(``dmt_proxy.api.translated``); ``MessagesTranslation`` is what is the Messages
+API's own. See ``dmt_proxy.messages.protocol`` for what is supported.
 
 Every error on these routes leaves in Anthropic's shape (the Anthropic SDK reads
 ``error.type`` and ``error.message``), not OpenAI's: the route maps the same
@@ -18,79 +20,64 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from dmt_proxy.api.admission import admit, authenticate
-from dmt_proxy.api.bodies import parse_json_object, validate_body
-from dmt_proxy.api.openapi import COUNT_TOKENS_RESPONSES, MESSAGES_RESPONSES
-from dmt_proxy.api.writer import json_reply, stream_reply
+from dmt_proxy.api.admission import authenticate
+from dmt_proxy.api.bodies import validate_body
+from dmt_proxy.api.routes import COUNT_TOKENS, MESSAGES
+from dmt_proxy.api.routing import serve
+from dmt_proxy.api.translated import answer_translated
 from dmt_proxy.errors import RequestError, UpstreamError
-from dmt_proxy.exchange import MemoryOutcome
-from dmt_proxy.messages.protocol import MessagesRequest, check_fields, error_body
+from dmt_proxy.messages.protocol import MessageObject, MessagesRequest, check_fields, error_body
 from dmt_proxy.messages.stream import MessageEvents
 from dmt_proxy.messages.translate import message_of, message_shell, new_id, to_chat_request
-from dmt_proxy.openai_types import ChatCompletionChunk, ChatCompletionRequest
-from dmt_proxy.pipeline import ChatPipeline
+from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 
 log = logging.getLogger(__name__)
 router = APIRouter()
 
 COUNT_TOKENS_REFUSAL = (
-    "POST /v1/messages/count_tokens is not served by dmt-proxy: its upstreams are chat "
-    "completions, which count no tokens without generating. Use the usage of a "
-    "/v1/messages answer instead."
+    f"{COUNT_TOKENS.name} is not served by dmt-proxy: its upstreams are chat completions, "
+    f"which count no tokens without generating. Use the usage of a {MESSAGES.path} answer "
+    "instead."
 )
 
 
-@dataclass(frozen=True)
-class MessagesCall:
-    """A Messages request and the chat request the pipeline runs for it."""
+class MessagesTranslation:
+    """The Messages API's side of a translated call (a ``Translation``)."""
 
-    request: MessagesRequest
-    chat: ChatCompletionRequest
+    def parse(self, data: dict[str, Any]) -> MessagesRequest:
+        """Validate a Messages body: a 400 naming the field or the block."""
+        check_fields(data)
+        return validate_body(MessagesRequest, data)
+
+    def to_chat(self, req: MessagesRequest) -> ChatCompletionRequest:
+        """The chat request the pipeline runs for ``req``."""
+        return to_chat_request(req)
+
+    def new_id(self) -> str:
+        """A Message id, ``msg_...``."""
+        return new_id("msg")
+
+    def reply(
+        self, req: MessagesRequest, completion: ChatCompletion, reply_id: str
+    ) -> MessageObject:
+        """The Message of a finished chat completion."""
+        return message_of(req, completion, message_id=reply_id,
+                          model=completion.model or req.model)  # fmt: skip
+
+    def events(
+        self, req: MessagesRequest, reply_id: str, first: ChatCompletionChunk | None
+    ) -> MessageEvents:
+        """``message_start``, ``ping``, the content blocks, ``message_delta``, ``message_stop``."""
+        model = (first.model if first is not None else None) or req.model
+        return MessageEvents(message_shell(message_id=reply_id, model=model), req.stop_sequences)
 
 
-def parse_messages_request(body: bytes) -> MessagesRequest:
-    """Parse and validate a Messages body: a 400 naming the field or the block."""
-    data = parse_json_object(body)
-    check_fields(data)
-    return validate_body(MessagesRequest, data)
-
-
-def parse_messages_call(body: bytes) -> MessagesCall:
-    """Parse a Messages body and translate it to chat (a 400 if it cannot be)."""
-    req = parse_messages_request(body)
-    return MessagesCall(request=req, chat=to_chat_request(req))
-
-
-class MessagesStream:
-    """A chat stream as the events of one Message; the events of one chunk are one write."""
-
-    def __init__(self, events: MessageEvents, first: ChatCompletionChunk | None) -> None:
-        self._events = events
-        self._first = first
-
-    def opening(self) -> bytes:
-        """``message_start``, ``ping`` and the first chunk's events."""
-        opening = self._events.start()
-        if self._first is not None:
-            opening += self._events.feed(self._first)
-        return b"".join(opening)
-
-    def chunk(self, chunk: ChatCompletionChunk) -> bytes:
-        """The events of one chunk (none for a chunk that adds nothing)."""
-        return b"".join(self._events.feed(chunk))
-
-    def failure(self, exc: UpstreamError | RequestError) -> bytes:
-        """The ``error`` event, as Anthropic sends a failure mid-stream."""
-        return b"".join(self._events.fail(exc.status_code, exc.message))
-
-    def closing(self, outcome: MemoryOutcome) -> bytes:
-        """The open block's ``content_block_stop``, ``message_delta``, ``message_stop``."""
-        return b"".join(self._events.finish())
+MESSAGES_API = MessagesTranslation()
 
 
 def error_response(request: Request, status: int, message: str) -> JSONResponse:
@@ -115,35 +102,13 @@ async def anthropic_errors(request: Request, handle: Callable[[], Awaitable[Resp
         return error_response(request, 500, "Internal error in dmt-proxy; see the proxy log.")
 
 
-def _user(call: MessagesCall) -> str | None:
-    return call.request.scope_user()
-
-
 async def _create_message(request: Request) -> Response:
-    admitted = await admit(request, parse_messages_call, user=_user)
-    req, ctx = admitted.body.request, admitted.ctx
-    pipeline: ChatPipeline = request.app.state.pipeline
-    message_id = new_id("msg")
-    response: Response
-    if not req.stream:
-        completion = await pipeline.complete(admitted.body.chat, ctx)
-        reply = message_of(req, completion, message_id=message_id,
-                           model=completion.model or req.model)  # fmt: skip
-        response = json_reply(request, ctx, reply.model_dump_json())
-    else:
-
-        def wire(first: ChatCompletionChunk | None) -> MessagesStream:
-            model = (first.model if first is not None else None) or req.model
-            shell = message_shell(message_id=message_id, model=model)
-            return MessagesStream(MessageEvents(shell, req.stop_sequences), first)
-
-        response = await stream_reply(request, ctx, pipeline.stream(admitted.body.chat, ctx),
-                                      wire)  # fmt: skip
-    response.headers["request-id"] = ctx.request_id
+    response = await answer_translated(request, MESSAGES_API)
+    response.headers["request-id"] = request.state.request_id  # the Anthropic SDK reads it
     return response
 
 
-@router.post("/v1/messages", responses=MESSAGES_RESPONSES)
+@serve(router, MESSAGES)
 async def create_message(request: Request) -> Response:
     return await anthropic_errors(request, lambda: _create_message(request))
 
@@ -153,6 +118,6 @@ async def _count_tokens(request: Request) -> Response:
     return error_response(request, 404, COUNT_TOKENS_REFUSAL)
 
 
-@router.post("/v1/messages/count_tokens", responses=COUNT_TOKENS_RESPONSES)
+@serve(router, COUNT_TOKENS)
 async def count_tokens(request: Request) -> Response:
     return await anthropic_errors(request, lambda: _count_tokens(request))

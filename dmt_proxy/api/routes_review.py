@@ -15,32 +15,28 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from dmt_proxy.api.bodies import json_body
-from dmt_proxy.api.openapi import error_responses
+from dmt_proxy.api.openapi import ReviewQueue
 from dmt_proxy.api.review_auth import review_service, reviewer
+from dmt_proxy.api.routes import (
+    MEMORY_EVIDENCE,
+    REVIEW_MEMORY,
+    REVIEW_OVERVIEW,
+    REVIEW_QUEUE,
+    REVIEW_USER,
+)
+from dmt_proxy.api.routing import serve
 from dmt_proxy.errors import RequestError
 from dmt_proxy.memory.review import (
-    MemoryDetail,
-    Overview,
     QueueFilter,
-    QueueItem,
     Reviewer,
-    ReviewOutcome,
     ReviewRequest,
-    UserView,
     utc,
 )
 
-router = APIRouter(responses=error_responses(401, 403, 404))
+router = APIRouter()
 
 Caller = Annotated[Reviewer, Depends(reviewer)]
 """Every review route's caller: authenticated before its query and body are read."""
-
-
-class ReviewQueue(BaseModel):
-    """The answer of ``GET /v1/reviews/queue``."""
-
-    object: str = "list"
-    data: list[QueueItem]
 
 
 def _json(model: BaseModel) -> JSONResponse:
@@ -62,7 +58,7 @@ def queue_filter(
                            param=str(error["loc"][0])) from None  # fmt: skip
 
 
-@router.get("/v1/reviews/queue", responses={200: {"model": ReviewQueue}, **error_responses(400)})
+@serve(router, REVIEW_QUEUE)
 async def review_queue(
     request: Request,
     caller: Caller,
@@ -78,13 +74,13 @@ async def review_queue(
     return _json(ReviewQueue(data=await review_service(request).queue(caller, flt)))
 
 
-@router.get("/v1/reviews/overview", responses={200: {"model": Overview}})
+@serve(router, REVIEW_OVERVIEW)
 async def review_overview(request: Request, caller: Caller) -> JSONResponse:
     """Audits by day, status and domain; the outbox; dispute, manipulation, override rates."""
     return _json(await review_service(request).overview(caller))
 
 
-@router.get("/v1/reviews/user", responses={200: {"model": UserView}, **error_responses(400)})
+@serve(router, REVIEW_USER)
 async def review_user(
     request: Request, caller: Caller, user: str = Query(..., min_length=1)
 ) -> JSONResponse:
@@ -92,16 +88,13 @@ async def review_user(
     return _json(await review_service(request).user_view(user, caller))
 
 
-@router.get("/v1/memories/{memory_id}/evidence", responses={200: {"model": MemoryDetail}})
+@serve(router, MEMORY_EVIDENCE)
 async def memory_evidence(request: Request, memory_id: str, caller: Caller) -> JSONResponse:
     """A memory, both judges' evidence, its history and how each mode shows it."""
     return _json(await review_service(request).detail(memory_id, caller))
 
 
-@router.post(
-    "/v1/memories/{memory_id}/review",
-    responses={200: {"model": ReviewOutcome}, **error_responses(400, 413)},
-)
+@serve(router, REVIEW_MEMORY)
 async def review_memory(request: Request, memory_id: str, caller: Caller) -> JSONResponse:
     """Store a human verdict: applied at once, kept in the trail, held against the auditor.
     The body (``ReviewRequest``, documented in the OpenAPI document) is read after the

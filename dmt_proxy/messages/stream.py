@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
+from dmt_proxy.errors import RequestError, UpstreamError
 from dmt_proxy.messages.protocol import MessageObject, error_type
 from dmt_proxy.messages.translate import matched_stop, new_id, stop_reason
 from dmt_proxy.openai_types import ChatCompletionChunk, ToolCall
@@ -133,6 +134,7 @@ class MessageEvents:
         return [*events, event("message_delta", delta=delta, usage=usage), event("message_stop")]
 
     @staticmethod
-    def fail(status: int, message: str) -> list[bytes]:
-        """The ``error`` event that ends a failed stream (the status names its type)."""
-        return [event("error", error={"type": error_type(status), "message": message})]
+    def fail(exc: UpstreamError | RequestError) -> list[bytes]:
+        """The ``error`` event that ends a failed stream (its status names its type)."""
+        return [event("error", error={"type": error_type(exc.status_code),
+                                      "message": exc.message})]  # fmt: skip

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
+from dmt_proxy.errors import RequestError, UpstreamError
 from dmt_proxy.openai_types import ChatCompletionChunk, ToolCall
 from dmt_proxy.responses.protocol import (
     FunctionCallItem,
@@ -170,9 +171,9 @@ class ResponseEvents:
         self.response.status = "completed"
         return [*events, self._event("response.completed", response=self._dump())]
 
-    def fail(self, message: str, code: str | None = None) -> list[bytes]:
-        """An ``error`` event, then ``response.failed`` carrying the error."""
+    def fail(self, exc: UpstreamError | RequestError) -> list[bytes]:
+        """An ``error`` event (code ``upstream_error``), then ``response.failed`` carrying it."""
         self.response.status = "failed"
-        self.response.error = ResponseError(code="server_error", message=message)
-        return [self._event("error", code=code, message=message, param=None),
+        self.response.error = ResponseError(code="server_error", message=exc.message)
+        return [self._event("error", code="upstream_error", message=exc.message, param=None),
                 self._event("response.failed", response=self._dump())]  # fmt: skip

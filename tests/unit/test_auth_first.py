@@ -9,11 +9,14 @@ is about the order of the checks, not about memory or judgement).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.api.routes import ROUTES
+from dmt_proxy.api.routing import Access
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import app_client
@@ -22,7 +25,8 @@ from dmt_proxy.testing.chat import ScriptedChatModel
 
 NOT_JSON = b"{not json"
 EMPTY = b"{}"
-# (method, path, body): every admin and review route, each with input that is also wrong.
+# (method, path, body): every admin and review route (checked against the declarations
+# below), each with input that is also wrong.
 PROTECTED = [
     ("GET", "/v1/memories", None),  # missing ?user=
     ("GET", "/v1/memories?user=", None),  # empty user
@@ -40,6 +44,15 @@ PROTECTED = [
     ("POST", "/v1/memories/mem_x/review", NOT_JSON),
     ("POST", "/v1/memories/mem_x/review", EMPTY),  # missing action
 ]
+
+
+def test_every_admin_and_review_route_is_checked_here() -> None:
+    """A new route behind the admin or a review key joins ``PROTECTED``, or this fails."""
+    covered = {(method, path.split("?", 1)[0]) for method, path, _ in PROTECTED}
+    for route in ROUTES:
+        if route.access in (Access.ADMIN, Access.REVIEW):
+            pattern = re.compile(re.sub(r"\{[^}]+\}", "[^/]+", route.path) + "$")
+            assert any(m == route.method and pattern.match(p) for m, p in covered), route.name
 
 
 @pytest.mark.parametrize(("method", "path", "body"), PROTECTED)

@@ -24,7 +24,7 @@ from pydantic import TypeAdapter
 
 from dmt_proxy.api import create_app
 from dmt_proxy.errors import UpstreamError
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, Usage
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
@@ -267,6 +267,7 @@ async def test_a_stream_failing_midway_ends_with_error_and_response_failed(make_
     raw = await env.http.post("/v1/responses", json={"input": "hi", "stream": True, "user": "di"})
     events = parse_sse(raw.text)
     assert [e["type"] for e in events][-2:] == ["error", "response.failed"]
+    assert events[-2]["code"] == "upstream_error" and events[-2]["message"].endswith("boom")
     assert events[-1]["response"]["error"]["message"].endswith("boom")
     assert await env.memories("di") == []  # an interrupted answer is not written
 
