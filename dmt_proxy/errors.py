@@ -1,7 +1,8 @@
 """Every exception dmt-proxy raises on purpose, in one tree; HTTP ones map to one status each.
 
-Exception tree (a class outside this module is named with its module; it stays
-there because only that module raises it, and subclasses a class of this tree)::
+Exception tree (a class outside this module is named with its module, relative to
+``dmt_proxy``; it stays there because only that module raises it, and subclasses a
+class of this tree)::
 
     DmtError
     ├── ConfigError                bad settings or policy file (start-up, not HTTP)
@@ -16,15 +17,17 @@ there because only that module raises it, and subclasses a class of this tree)::
     ├── UpstreamError              a model upstream failed                   -> 502
     │   ├── UpstreamTimeout        504
     │   ├── UpstreamRejected       upstream answered 4xx; its status is kept
-    │   ├── AuditorUnavailable     the auditor model failed      (audit.auditor)
-    │   ├── ProxyUnavailable       a benchmark's proxy stopped answering   (bench.sim.proxy)
+    │   ├── AuditorUnavailable     the auditor model failed      (audit.protocol)
+    │   ├── ProxyUnavailable       a benchmark's proxy stopped answering  (bench.harness.proxy)
     │   └── GeneratorUnavailable   the simulation's generator failed   (bench.sim.injection)
     ├── ReplyInvalid               a model answered, but not in the shape asked for
     │   ├── VerdictInvalid         + ValueError  not a schema-valid verdict  (audit.parsing)
     │   ├── NoLogprobs             + ValueError  no token log-probs     (audit.logprob)
-    │   └── ConsolidationError     not a valid memory plan     (memory.consolidation)
+    │   └── ConsolidationError     not a valid memory plan  (memory.backends.consolidation)
     ├── MemoryStoreError           the memory store failed at run time  (memory.base)
     │   ├── StoreClosed            the backend was closed               (memory.base)
+    │   ├── StorageClosed          + RuntimeError  the outbox or review trail was closed
+    │   │                          (a caller bug)               (memory.write.storage)
     │   └── CircuitOpenError       + ConnectionError  the store's circuit is open: the
     │                              database is unreachable, so it is not called  (memory.circuit)
     ├── RecordConflict             + ValueError  a record id written again under another
@@ -42,10 +45,12 @@ details. A ``ValueError`` is never turned into a 400 by accident.
 ``+ ValueError``: those classes were ``ValueError`` subclasses before the tree had a
 place for them, and stay ones (multiple inheritance), so code that reads a reply or
 writes a record inside ``except ValueError`` (a parse error is one) keeps catching
-them. ``RunInterrupted`` is not an ``UpstreamError``: a stopped benchmark run is not
-a failed model call, and nothing that retries or maps upstream failures must treat
-it as one; the benchmark commands catch it by name. ``tests/unit/test_errors_tree.py``
-walks every exception class defined in ``dmt_proxy`` and checks that it is drawn here.
+them; likewise ``StorageClosed`` stays the ``RuntimeError`` that a closed outbox or
+trail raised before. ``RunInterrupted`` is not an ``UpstreamError``: a stopped
+benchmark run is not a failed model call, and nothing that retries or maps upstream
+failures must treat it as one; the benchmark commands catch it by name.
+``tests/unit/test_errors_tree.py`` walks every exception class defined in ``dmt_proxy``
+and checks that it is drawn here, under its parent, with the module it is defined in.
 """
 
 from __future__ import annotations

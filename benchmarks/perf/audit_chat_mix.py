@@ -55,8 +55,8 @@ from audit_throughput import TimingAuditor  # noqa: E402
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL  # noqa: E402
 from dmt_proxy.audit.stages import build_audit_pipeline  # noqa: E402
 from dmt_proxy.bench.stats import percentile  # noqa: E402
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend  # noqa: E402
 from dmt_proxy.memory.base import Scope  # noqa: E402
-from dmt_proxy.memory.in_memory import InMemoryBackend  # noqa: E402
 from dmt_proxy.memory.write.outbox import SqliteOutbox  # noqa: E402
 from dmt_proxy.memory.write.worker import OutboxWorker, drain  # noqa: E402
 from dmt_proxy.metrics import Metrics  # noqa: E402

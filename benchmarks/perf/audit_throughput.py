@@ -38,8 +38,8 @@ from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
 from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics

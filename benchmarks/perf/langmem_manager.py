@@ -5,7 +5,7 @@ user's turns with facts, an update (a move) and a correction (the cat's coat),
 written one turn at a time to a fresh ``langmem`` backend with ``consolidate=True``
 and ``manager=json`` (our constrained-JSON plan) or ``manager=langmem`` (the
 ``langmem`` package's ``create_memory_store_manager``, driven through
-``memory.langchain_chat.ProxyChatModel`` and the proxy's local tool-call layer).
+``memory.backends.langchain_chat.ProxyChatModel`` and the proxy's local tool-call layer).
 The model is an embedded one, reached directly at its llama-server through the
 OpenAI-compatible client, as the proxy's default client does.
 
@@ -44,8 +44,8 @@ from typing import Any
 
 from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.memory.backends.langmem_backend import LangMemBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.langmem_backend import LangMemBackend
 from dmt_proxy.memory.registry import BACKEND_LLM_TIMEOUT_S, BackendConfig, create_backend
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint, UpstreamCall

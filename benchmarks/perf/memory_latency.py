@@ -159,7 +159,7 @@ class _NoSync:
 
 
 async def _fill_mem0(backend: Any, chunks: Iterator[list[FillItem]]) -> None:
-    from dmt_proxy.memory.mem0_backend import Mem0Backend
+    from dmt_proxy.memory.backends.mem0_backend import Mem0Backend
 
     parts = backend._parts
     # Create the user's partition first so the fsync switch below covers every point:
@@ -187,7 +187,7 @@ async def _fill_langmem(
 ) -> None:
     from langgraph.store.base import PutOp
 
-    from dmt_proxy.memory.langmem_backend import INTERACTION, _value
+    from dmt_proxy.memory.backends.langmem_backend import INTERACTION, _value
 
     ns = backend._ns(USER)
     # The store writes each item's vector row in its own autocommit transaction.
@@ -202,8 +202,8 @@ async def _fill_langmem(
 async def _fill_letta(
     backend: Any, n: int, chunks: Iterator[list[FillItem]], embedder: FillEmbedder
 ) -> None:
-    from dmt_proxy.memory.letta_backend import _core_key
-    from dmt_proxy.memory.letta_schema import vector_blob
+    from dmt_proxy.memory.backends.letta_backend import _core_key
+    from dmt_proxy.memory.backends.letta_schema import vector_blob
 
     # All but the newest core_size go straight to the archive (as if paged out and
     # summarized); the newest go through write() so the core is in its real state.

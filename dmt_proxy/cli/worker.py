@@ -14,23 +14,21 @@ import logging
 import signal
 
 from dmt_proxy.errors import ConfigError
-from dmt_proxy.memory.assembly import build_memory_service
+from dmt_proxy.memory.assembly import build_memory_service, outbox_kind, store_database
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.factory import open_upstream
 
 log = logging.getLogger("dmt_proxy.worker")
 
 
-def check_shared_outbox(settings: Settings, backend: str) -> None:
+def check_shared_outbox(settings: Settings, policy: Policy) -> None:
     """A separate worker needs the PostgreSQL outbox (the SQLite one belongs to one process)."""
-    kind = settings.outbox
-    if kind == "auto":
-        kind = "postgres" if backend == "postgres" else "sqlite"
-    if kind != "postgres":
+    if outbox_kind(settings, store_database(settings, policy)) != "postgres":
         raise ConfigError(
             "dmt-proxy worker drains the shared PostgreSQL outbox: set DMT_OUTBOX=postgres "
-            "(or use the postgres memory backend) and DMT_DATABASE_URL; with the SQLite "
+            "(or a memory backend kept in PostgreSQL) and DMT_DATABASE_URL; with the SQLite "
             "outbox the proxy's built-in worker is the only one"
         )
 
@@ -40,7 +38,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     policy = settings.load_policy()
     if policy.memory.backend == "none":
         raise ConfigError("the policy turns memory off (memory.backend: none): nothing to drain")
-    check_shared_outbox(settings, policy.memory.backend)
+    check_shared_outbox(settings, policy)
     if stop is None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

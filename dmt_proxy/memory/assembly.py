@@ -10,7 +10,8 @@ types of ``dmt_proxy.audit.schema``).
 
 Single process or scaled out: the outbox is SQLite under the state dir (one
 process) or PostgreSQL (``DMT_OUTBOX``; by default PostgreSQL exactly when the
-memory backend is ``postgres``), shared by any number of proxies and
+memory backend keeps its store there, as it declares with
+``BackendPlugin.store_database``), shared by any number of proxies and
 ``dmt-proxy worker`` processes. ``DMT_WORKER=off`` builds the worker but never
 starts it, leaving the draining to those processes; it needs the shared outbox.
 
@@ -23,13 +24,14 @@ pools answer again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from dmt_proxy.audit.protocol import Auditor
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.circuit import CircuitBreaker, CircuitState, PoolReconnectWarnings
-from dmt_proxy.memory.registry import open_policy_backend
+from dmt_proxy.memory.registry import StoreDatabase, backend_class, open_policy_backend
 from dmt_proxy.memory.review import ReviewService
 from dmt_proxy.memory.review_dataset import LabelledReview, labelled_reviews
 from dmt_proxy.memory.service import DurableMemoryService
@@ -49,11 +51,44 @@ PROBE_SCOPE = Scope(user="dmt-circuit-probe")
 """The scope the circuit's probe lists: a read of one indexed key, whatever the backend."""
 
 
-def database_url(settings: Settings, policy: Policy) -> str | None:
-    """The PostgreSQL URL: the ``postgres`` backend's ``dsn`` option, else ``DMT_DATABASE_URL``."""
-    if policy.memory.backend == "postgres" and policy.memory.options.get("dsn"):
-        return str(policy.memory.options["dsn"])
-    return settings.database_url
+DEFAULT_PREFIX = "dmt_"
+"""Table prefix of the outbox and trail in a database the memory store does not use."""
+
+
+def store_database(
+    settings: Settings, policy: Policy, backend: type[Any] | None = None
+) -> StoreDatabase | None:
+    """The PostgreSQL database the policy's backend keeps its store in, as the backend
+    declares (``BackendPlugin.store_database``); ``None`` for a store kept elsewhere.
+
+    ``backend`` is the backend's class when it is at hand (an opened or injected store);
+    by default the registered one, imported.
+    """
+    cls = backend if backend is not None else backend_class(policy.memory.backend)
+    declare = getattr(cls, "store_database", None)  # a test's own backend may declare none
+    if not callable(declare):
+        return None
+    found: StoreDatabase | None = declare(policy.memory.options, settings.database_url)
+    return found
+
+
+def outbox_kind(
+    settings: Settings, database: StoreDatabase | None
+) -> Literal["sqlite", "postgres"]:
+    """The outbox ``settings.outbox`` names; ``auto``: PostgreSQL when the store is there."""
+    if settings.outbox != "auto":
+        return settings.outbox
+    return "postgres" if database is not None else "sqlite"
+
+
+def database_url(settings: Settings, database: StoreDatabase | None) -> str | None:
+    """The PostgreSQL URL: the store's own database, else ``DMT_DATABASE_URL``."""
+    return database.url if database is not None else settings.database_url
+
+
+def _prefix(database: StoreDatabase | None) -> str:
+    """The table prefix of the outbox and trail: the store's, when they share its database."""
+    return database.prefix if database is not None else DEFAULT_PREFIX
 
 
 async def build_outbox(
@@ -62,31 +97,27 @@ async def build_outbox(
     metrics: Metrics | None = None,
     *,
     circuit: CircuitBreaker | None = None,
+    backend: type[Any] | None = None,
 ) -> Outbox:
-    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL with the postgres backend);
-    a PostgreSQL one gets a local spool for writes made while its database is down (and
-    while ``circuit`` is open)."""
-    kind = settings.outbox
-    if kind == "auto":
-        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
-    if kind == "sqlite":
+    """The outbox ``settings.outbox`` names (``auto``: PostgreSQL when the backend keeps its
+    store there; ``backend`` is its class, default the policy's); a PostgreSQL one gets a
+    local spool for writes made while its database is down (and while ``circuit`` is open)."""
+    database = store_database(settings, policy, backend)
+    if outbox_kind(settings, database) == "sqlite":
         if not settings.worker:
             raise ConfigError(
                 "DMT_WORKER=off (--no-worker) needs the shared PostgreSQL outbox "
                 "(DMT_OUTBOX=postgres): nothing else drains this process's SQLite outbox"
             )
         return SqliteOutbox(settings.state_dir / "outbox.sqlite3")
-    url = database_url(settings, policy)
+    url = database_url(settings, database)
     if not url:
         raise ConfigError("the PostgreSQL outbox needs a database: set DMT_DATABASE_URL")
     from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
-
-    prefix = "dmt_"
-    if policy.memory.backend == "postgres":  # one prefix for the memory store and its outbox
-        prefix = str(policy.memory.options.get("table_prefix", prefix))
     from dmt_proxy.memory.write.spool import SpooledOutbox
 
-    primary = await PostgresOutbox.open(url, prefix=prefix, lease_s=settings.outbox_lease_s)
+    primary = await PostgresOutbox.open(url, prefix=_prefix(database),
+                                        lease_s=settings.outbox_lease_s)  # fmt: skip
     return SpooledOutbox.open(primary, settings.state_dir, metrics=metrics, circuit=circuit)
 
 
@@ -141,18 +172,21 @@ async def build_memory_service(
     name = policy.memory.backend
     if backend is None:
         backend = await open_policy_backend(settings, policy, registry, chat)
+    backend_cls = type(backend)  # what the store declares, whether opened here or injected
+    database = store_database(settings, policy, backend_cls)
     built: list[Outbox] = []
-    uses_database = name == "postgres" or settings.outbox == "postgres"
+    uses_database = database is not None or settings.outbox == "postgres"
     circuit = store_circuit(backend, metrics, lambda: built[0] if built else None,
-                            database_url=database_url(settings, policy) if uses_database else None)  # fmt: skip
+                            database_url=database_url(settings, database) if uses_database else None)  # fmt: skip
     try:
-        outbox = await build_outbox(settings, policy, metrics, circuit=circuit)
+        outbox = await build_outbox(settings, policy, metrics, circuit=circuit,
+                                   backend=backend_cls)  # fmt: skip
     except BaseException:
         await backend.close()
         raise
     built.append(outbox)
     try:
-        trail = await build_trail(settings, policy)
+        trail = await build_trail(settings, policy, backend=backend_cls)
     except BaseException:
         await outbox.aclose()
         await backend.close()
@@ -178,21 +212,19 @@ async def build_memory_service(
     return service
 
 
-async def build_trail(settings: Settings, policy: Policy) -> Trail:
+async def build_trail(
+    settings: Settings, policy: Policy, *, backend: type[Any] | None = None
+) -> Trail:
     """The review trail beside the outbox: a table in the SQLite outbox file, or in the
-    outbox's PostgreSQL database (shared by every proxy, worker and console)."""
-    kind = settings.outbox
-    if kind == "auto":
-        kind = "postgres" if policy.memory.backend == "postgres" else "sqlite"
-    url = database_url(settings, policy)
-    if kind == "sqlite" or not url:
+    outbox's PostgreSQL database (shared by every proxy, worker and console); ``backend``
+    is the store's class, as for ``build_outbox``."""
+    database = store_database(settings, policy, backend)
+    url = database_url(settings, database)
+    if outbox_kind(settings, database) == "sqlite" or not url:
         return SqliteTrail(settings.state_dir / "outbox.sqlite3")
     from dmt_proxy.memory.write.pg_trail import PostgresTrail
 
-    prefix = "dmt_"
-    if policy.memory.backend == "postgres":  # the prefix of the memory store and its outbox
-        prefix = str(policy.memory.options.get("table_prefix", prefix))
-    return await PostgresTrail.open(url, prefix=prefix)
+    return await PostgresTrail.open(url, prefix=_prefix(database))
 
 
 async def backfill_store(
@@ -223,7 +255,7 @@ async def backfill_store(
         try:
             chosen = list(users) or await _all_users(backend, policy.memory.backend)
             auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
-            trail = await build_trail(settings, policy)
+            trail = await build_trail(settings, policy, backend=type(backend))
             try:
                 return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
                                       progress=progress, trail=trail)  # fmt: skip
@@ -243,7 +275,7 @@ async def export_reviews(
     try:
         backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
         try:
-            trail = await build_trail(settings, policy)
+            trail = await build_trail(settings, policy, backend=type(backend))
             try:
                 return await labelled_reviews(trail, backend, f"{tenant}/" if tenant else None)
             finally:

@@ -10,12 +10,19 @@ A backend subclasses ``BackendPlugin``: an ``Options`` model and
 coroutine), validates ``config.options`` against ``Options`` and opens it. Its
 ``contract_config(env)`` says how ``tests/integration/test_memory_contract.py`` opens it
 (default: no options), from the resources of a ``ContractEnv``.
+
+What the rest of ``memory/`` must know about a store, the backend declares here, so no
+module outside the backend's own names it: ``store_database(options, database_url)``
+says whether the store keeps its tables in PostgreSQL (then the outbox and the review
+trail follow it there by default, under its table prefix, and the store's circuit
+breaker checks that database); ``BackendConfig.database_url`` hands every backend
+``DMT_DATABASE_URL``, for a store whose options name no database of their own.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
@@ -25,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from dmt_proxy.embedder import LocalEmbedder, TextEmbedder
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend
-from dmt_proxy.plugins import Registry
+from dmt_proxy.plugins import Registry, declared_builtins
 from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
@@ -53,6 +60,9 @@ class BackendConfig:
     """The model a backend may call (consolidation, summaries, mem0 inference)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options, validated by the backend's ``Options`` model."""
+    database_url: str | None = None
+    """``DMT_DATABASE_URL``: the database of a store kept in PostgreSQL whose options name
+    none (a database named in the options wins)."""
 
     def store_dir(self, backend: str) -> Path:
         """``<state_dir>/memory/<backend>``, created; a clear ConfigError when it cannot be."""
@@ -71,6 +81,16 @@ class BackendConfig:
 
     def shared_embedder(self) -> TextEmbedder:
         return self.embedder if self.embedder is not None else LocalEmbedder()
+
+
+@dataclass(frozen=True)
+class StoreDatabase:
+    """The PostgreSQL database a backend keeps its store in (``BackendPlugin.store_database``)."""
+
+    url: str | None
+    """Its connection string (``None``: none is configured)."""
+    prefix: str = "dmt_"
+    """The store's table prefix: the outbox and the review trail beside it use it too."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +136,15 @@ class BackendPlugin:
         """How the contract tests open this backend: default options, the shared embedder."""
         return BackendConfig(state_dir=env.state_dir, embedder=env.embedder)
 
+    @classmethod
+    def store_database(
+        cls, options: Mapping[str, Any], database_url: str | None
+    ) -> StoreDatabase | None:
+        """The PostgreSQL database the store keeps its tables in, read from the policy's
+        ``options`` (not yet validated) and ``DMT_DATABASE_URL``; ``None`` (the default)
+        for a store kept elsewhere, whose outbox and trail then default to SQLite."""
+        return None
+
 
 def _check_backend(name: str, cls: Any) -> None:
     if not (isinstance(cls, type) and callable(getattr(cls, "from_config", None))):
@@ -128,7 +157,9 @@ def _check_backend(name: str, cls: Any) -> None:
 MEMORY_BACKENDS: Registry[type[Any]] = Registry(
     "memory backend",
     group=ENTRY_POINT_GROUP,
-    install_hints={name: _MEMORY_EXTRA for name in ("mem0", "langmem", "letta")},
+    # What a built-in backend's module imports beyond the base install (numpy, mem0,
+    # langgraph, ...) comes with the memory extra; psycopg is checked when a store opens.
+    install_hints=dict.fromkeys(declared_builtins(ENTRY_POINT_GROUP), _MEMORY_EXTRA),
     check=_check_backend,
 )
 T = TypeVar("T", bound=type[Any])
@@ -164,8 +195,7 @@ async def open_policy_backend(
     the same one (a non-default mem0 collection, for instance).
     """
     llm = models.resolve(policy.default_model).with_limits(timeout_s=BACKEND_LLM_TIMEOUT_S)
-    options = dict(policy.memory.options)
-    if policy.memory.backend == "postgres" and not options.get("dsn") and settings.database_url:
-        options["dsn"] = settings.database_url  # the policy's dsn wins over DMT_DATABASE_URL
-    config = BackendConfig(state_dir=settings.state_dir, chat=chat, llm=llm, options=options)
+    config = BackendConfig(state_dir=settings.state_dir, chat=chat, llm=llm,
+                           options=dict(policy.memory.options),
+                           database_url=settings.database_url)  # fmt: skip
     return await create_backend(policy.memory.backend, config)

@@ -99,7 +99,7 @@ class FakeProxy:
         import uvicorn
 
         from dmt_proxy.api import create_app
-        from dmt_proxy.memory.in_memory import InMemoryBackend
+        from dmt_proxy.memory.backends.in_memory import InMemoryBackend
         from dmt_proxy.policy import parse_policy
         from dmt_proxy.settings import Settings
         from dmt_proxy.testing.auditor import ScriptedAuditor

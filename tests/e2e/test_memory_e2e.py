@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.memory.backends.langmem_backend import LangMemBackend
+from dmt_proxy.memory.backends.letta_backend import LettaPagingBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.langmem_backend import LangMemBackend
-from dmt_proxy.memory.letta_backend import LettaPagingBackend
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ModelEndpoint

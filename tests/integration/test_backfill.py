@@ -16,8 +16,8 @@ from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.cli.proxy_cli import main
 from dmt_proxy.memory.assembly import backfill_store
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.memory.write.backfill import backfill
 from dmt_proxy.policy import AuditPolicy, TagAction, parse_policy

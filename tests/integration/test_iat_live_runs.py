@@ -36,8 +36,8 @@ from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
 from dmt_proxy.bench.sim import runner
 from dmt_proxy.bench.sim.config import parse_config
 from dmt_proxy.cli.bench_cli import main as bench_main
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope, with_audit
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.sim import (

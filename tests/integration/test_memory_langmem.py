@@ -3,7 +3,7 @@
 The manager's model is a fake here: ``ScriptedChatModel`` (our shipped scripted
 model) for the JSON manager, and langchain's ``FakeMessagesListChatModel`` with
 tool calls for langmem's own manager given as ``tool_model`` (on local endpoints
-it runs through ``memory.langchain_chat``: tests/unit/test_langchain_chat.py).
+it runs through ``memory.backends.langchain_chat``: tests/unit/test_langchain_chat.py).
 The real-model runs are in tests/e2e/test_memory_e2e.py.
 """
 
@@ -21,9 +21,9 @@ from langgraph.store.base import BaseStore
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.langmem_backend import LangMemBackend
+from dmt_proxy.memory.backends.lg_store import IndexedSqliteStore
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
-from dmt_proxy.memory.langmem_backend import LangMemBackend
-from dmt_proxy.memory.lg_store import IndexedSqliteStore
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.chat import ScriptedChatModel

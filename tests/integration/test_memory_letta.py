@@ -15,9 +15,9 @@ import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import UpstreamError
+from dmt_proxy.memory.backends.consolidation import summarize_deterministic
+from dmt_proxy.memory.backends.letta_backend import LettaPagingBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.consolidation import summarize_deterministic
-from dmt_proxy.memory.letta_backend import LettaPagingBackend
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.chat import Reply, ScriptedChatModel

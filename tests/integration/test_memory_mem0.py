@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.mem0_backend import Mem0Backend
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
-from dmt_proxy.memory.mem0_backend import Mem0Backend
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus
 

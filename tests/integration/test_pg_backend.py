@@ -15,8 +15,8 @@ import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.pg_backend import MEMORY_SCHEMA_VERSION
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
-from dmt_proxy.memory.pg_backend import MEMORY_SCHEMA_VERSION
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.pg import PgCluster

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import app_client

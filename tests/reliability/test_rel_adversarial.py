@@ -23,7 +23,7 @@ import pytest
 from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.render import RESERVED, RenderItem, render_memories
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.settings import Settings

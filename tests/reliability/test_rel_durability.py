@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope, SearchHit
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.app import InProcessApp

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from dmt_proxy.bench.harness.proxy import free_port
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import InProcessApp, app_client

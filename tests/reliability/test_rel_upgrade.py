@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.in_memory import SNAPSHOT_VERSION, InMemoryBackend
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION, MemoryRecord, Scope
-from dmt_proxy.memory.in_memory import SNAPSHOT_VERSION, InMemoryBackend
 from dmt_proxy.memory.write.outbox import OUTBOX_SCHEMA_VERSION, ROW_SCHEMA_VERSION, SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics

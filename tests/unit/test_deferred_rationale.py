@@ -8,8 +8,8 @@ import asyncio
 
 from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.write.rationale import DeferredRationales
 from dmt_proxy.memory.write.verdicts import store_verdict
 from dmt_proxy.policy import AuditPolicy

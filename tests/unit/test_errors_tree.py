@@ -3,7 +3,9 @@
 The classes are found by reading the source with ``ast`` (a class whose base is an
 exception, transitively), then imported only from the modules that define one, so
 listing them does not import mem0 or torch. A new exception class fails here until
-it subclasses a class of the tree and is drawn under its parent.
+it subclasses a class of the tree and is drawn under its parent, named with its
+module when it lives outside ``errors.py``; a class that moves fails here until the
+tree names its new module.
 """
 
 from __future__ import annotations
@@ -85,8 +87,33 @@ def _drawn_tree() -> dict[str, str]:
     return parents
 
 
+MODULE_NOTE = re.compile(r"\(([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)\)\s*$")
+"""A drawn class's module, ``(memory.base)``, at the end of its line or of a line
+continuing its description."""
+
+
+def _drawn_modules() -> dict[str, str]:
+    """Name -> the module drawn beside it (relative to ``dmt_proxy``), for those drawn with one."""
+    doc = errors.__doc__ or ""
+    lines = doc.split("::", 1)[1].splitlines()[1:]
+    modules: dict[str, str] = {}
+    current: str | None = None  # the class whose description the line continues
+    for line in lines:
+        if line.strip() and not line.startswith("    "):
+            break
+        name = re.match(r"^[\s│]*(?:[├└]── )?([A-Z]\w+)", line)
+        if name:
+            current = name.group(1)
+        note = MODULE_NOTE.search(line)
+        if note and current is not None:
+            assert current not in modules, f"{current} is drawn with two modules"
+            modules[current] = note.group(1)
+    return modules
+
+
 CLASSES = _exception_classes()
 TREE = _drawn_tree()
+MODULES = _drawn_modules()
 
 
 def test_the_walk_finds_the_known_classes() -> None:
@@ -106,6 +133,26 @@ def test_every_exception_class_is_in_the_drawn_tree(name: str) -> None:
         assert issubclass(cls, expected), f"{name} is drawn under {parent} but is not one"
 
 
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_every_drawn_module_is_where_the_class_is_defined(name: str) -> None:
+    """A class outside ``errors.py`` is drawn with its real module; one inside, with none."""
+    where = CLASSES[name].__module__
+    if where == errors.__name__:
+        assert name not in MODULES, f"{name} is defined in dmt_proxy.errors, not {MODULES[name]}"
+    else:
+        assert MODULES.get(name) == where.removeprefix("dmt_proxy."), (
+            f"{name} is defined in {where}; the tree names {MODULES.get(name)}"
+        )
+
+
+def test_the_module_notes_are_read() -> None:
+    """The parser finds notes at a line's end and on a continuation line."""
+    assert MODULES["Terminated"] == "cli.framework"
+    assert MODULES["CircuitOpenError"] == "memory.circuit"
+    assert MODULES["RecordConflict"] == "memory.base"
+    assert set(MODULES) <= set(CLASSES)
+
+
 def test_the_drawn_tree_names_only_real_classes() -> None:
     for name in TREE:
         assert name in CLASSES or isinstance(getattr(builtins, name, None), type), name
@@ -120,3 +167,8 @@ def test_benchmark_stops_are_not_upstream_errors() -> None:
 @pytest.mark.parametrize("name", ["VerdictInvalid", "NoLogprobs", "RecordConflict"])
 def test_former_value_errors_are_still_value_errors(name: str) -> None:
     assert issubclass(CLASSES[name], ValueError)
+
+
+def test_a_closed_storage_is_still_a_runtime_error() -> None:
+    """A closed outbox raised a bare ``RuntimeError`` before it had a class of the tree."""
+    assert issubclass(CLASSES["StorageClosed"], RuntimeError)

@@ -19,8 +19,8 @@ from dmt_proxy.audit.grounding import (
 )
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.domains import DOMAINS
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.trail import MemoryTrail
 from dmt_proxy.memory.write.worker import OutboxWorker

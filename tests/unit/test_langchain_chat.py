@@ -16,9 +16,9 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.langchain_chat import ProxyChatModel, openai_tool_choice
+from dmt_proxy.memory.backends.langmem_backend import MANAGER_MAX_TOKENS, LangMemBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.langchain_chat import ProxyChatModel, openai_tool_choice
-from dmt_proxy.memory.langmem_backend import MANAGER_MAX_TOKENS, LangMemBackend
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall

@@ -29,8 +29,8 @@ from dmt_proxy.api.auth import hash_key
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.mcp_server.server import build_mcp_server
 from dmt_proxy.mcp_server.tools import Caller, MemoryTools
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MAX_TEXT_CHARS
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings

@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.in_memory import keyword_score, keyword_tokens
 from dmt_proxy.memory.base import (
     MAX_TEXT_CHARS,
     AuditState,
@@ -17,7 +18,6 @@ from dmt_proxy.memory.base import (
     combine_audit,
     interaction_text,
 )
-from dmt_proxy.memory.in_memory import keyword_score, keyword_tokens
 from dmt_proxy.memory.registry import (
     BackendConfig,
     BackendPlugin,

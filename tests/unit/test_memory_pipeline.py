@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind

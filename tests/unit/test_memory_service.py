@@ -21,10 +21,12 @@ import dmt_proxy
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.exchange import Exchange, RequestContext
-from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
+from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.memory.write.outbox import SqliteOutbox
+from dmt_proxy.memory.write.storage import StorageClosed
+from dmt_proxy.memory.write.trail import SqliteTrail
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import Mode, Policy, parse_policy
@@ -135,6 +137,20 @@ async def test_the_sqlite_outbox_hands_a_row_out_once_until_it_is_finished(
     await parts.outbox.retry_later(first, "backend write: down", 0.0)
     await parts.outbox.done(second)
     assert [i.id for i in await parts.outbox.due(5)] == [first]
+
+
+async def test_a_closed_outbox_or_trail_says_so_with_its_own_error(tmp_path: Path) -> None:
+    """Both share the SQLite storage base; its error is drawn in the tree and stays the
+    ``RuntimeError`` a closed outbox raised before."""
+    outbox = SqliteOutbox(tmp_path / "outbox.sqlite3")
+    trail = SqliteTrail(tmp_path / "outbox.sqlite3")
+    await outbox.aclose()
+    trail.close()
+    with pytest.raises(StorageClosed, match="outbox is closed"):
+        outbox._db  # noqa: B018 - the property is the check
+    with pytest.raises(RuntimeError, match="review trail is closed"):
+        trail._db  # noqa: B018
+    assert issubclass(StorageClosed, MemoryStoreError)
 
 
 async def test_the_worker_decides_and_counts_each_audit_once(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from pydantic import TypeAdapter
 from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import hash_key
 from dmt_proxy.errors import UpstreamError, UpstreamTimeout
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, Usage
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings

@@ -22,8 +22,8 @@ from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import hash_key
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, FirstStageOpinion
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.review import (
     Evidence,
     ReviewAction,

@@ -22,7 +22,7 @@ from dmt_proxy.bench.auditor_eval.recalibrate import ReviewItem, auditor_key, in
 from dmt_proxy.cli.proxy_cli import main
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.assembly import export_reviews
-from dmt_proxy.memory.in_memory import InMemoryBackend
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.review_dataset import REVIEWS_FORMAT, read_dataset, write_dataset
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings

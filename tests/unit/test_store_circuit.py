@@ -20,6 +20,7 @@ import pytest
 
 from dmt_proxy.exchange import MemoryAccess, RequestContext
 from dmt_proxy.memory.assembly import store_circuit
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryStoreError, Scope
 from dmt_proxy.memory.circuit import (
     CircuitBreaker,
@@ -29,7 +30,6 @@ from dmt_proxy.memory.circuit import (
     describe,
     is_outage,
 )
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.service import CIRCUIT_OPEN, DurableMemoryService
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker

@@ -23,8 +23,8 @@ from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import Tenants, hash_key
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryBackend
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor

@@ -14,8 +14,8 @@ import pytest
 
 from dmt_proxy.audit.registry import AuditorConfig, create_auditor
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope, StoreClosed
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import app_client
 from dmt_proxy.testing.auditor import ScriptedAuditor

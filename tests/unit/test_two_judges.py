@@ -22,8 +22,8 @@ from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.audit.vote import combine_domains
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from dmt_proxy.api import create_app
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.openai_types import ChatMessage
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings

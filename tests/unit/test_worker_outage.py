@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.memory.in_memory import InMemoryBackend
 from dmt_proxy.memory.write.outbox import OutboxItem, SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics

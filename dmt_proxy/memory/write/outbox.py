@@ -12,8 +12,9 @@ The worker claims due rows, audits and stores them, and deletes a row only once
 the memory backend has it; a failure reschedules the row with backoff. Rows carry
 their final memory id, so a retry after a crash updates instead of duplicating.
 
-All SQLite work runs on one dedicated thread: the connection is not shared
-across threads, and the event loop never blocks on an fsync.
+All SQLite work runs on one dedicated thread (``dmt_proxy.memory.write.storage``,
+shared with the review trail): the connection is not shared across threads, and the
+event loop never blocks on an fsync.
 
 Versions: the file's layout version is ``PRAGMA user_version``
 (``OUTBOX_SCHEMA_VERSION``); every row also carries ``schema_version``, the format
@@ -25,16 +26,14 @@ layout shipped before versions existed) and refuses a newer one with a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import (
@@ -44,9 +43,8 @@ from dmt_proxy.memory.base import (
     Scope,
     interaction_text,
 )
+from dmt_proxy.memory.write.storage import SqliteStorage
 from dmt_proxy.tags import AuditStatus
-
-T = TypeVar("T")
 
 OUTBOX_SCHEMA_VERSION = 1
 """Layout of the outbox file (``PRAGMA user_version``); bump it with a migration step."""
@@ -215,43 +213,18 @@ class Outbox(Protocol):
         ...
 
 
-class SqliteOutbox:
-    """SQLite-backed queue of memory writes with at-least-once delivery (one process)."""
+class SqliteOutbox(SqliteStorage):
+    """SQLite-backed queue of memory writes with at-least-once delivery (one process).
+
+    ``found_version`` is the file's layout version before it was opened (0: new or
+    unversioned); a closed outbox raises ``StorageClosed``.
+    """
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dmt-outbox")
-        self._conn: sqlite3.Connection | None = None
-        self.found_version = 0
-        """Layout version of the file before it was opened (0: new or unversioned)."""
         self._held: set[str] = set()
         """Rows handed out by ``due`` and not yet done or rescheduled."""
-        try:
-            self._executor.submit(self._open, synchronous).result()
-        except BaseException:
-            self._executor.shutdown(wait=True)
-            raise
-
-    def _open(self, synchronous: str) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-            self.found_version = migrate(conn, self.path)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RuntimeError("outbox is closed")
-        return self._conn
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        super().__init__(path, what="outbox", migration=migrate, thread="dmt-outbox",
+                         synchronous=synchronous)  # fmt: skip
 
     # -- producer side -------------------------------------------------------
 
@@ -391,18 +364,3 @@ class SqliteOutbox:
         """Every row still in the outbox (optionally one user's)."""
         result: list[OutboxItem] = await self._run(self._pending_for, user)
         return result
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    async def aclose(self) -> None:
-        """Close the file and its thread."""
-        await self._run(self._close)
-        self._executor.shutdown(wait=True)
-
-    def close(self) -> None:
-        """``aclose`` from synchronous code."""
-        self._executor.submit(self._close).result()
-        self._executor.shutdown(wait=True)

@@ -32,18 +32,11 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from dmt_proxy.database import (
-    Step,
-    check_database,
-    check_prefix,
-    migrate,
-    open_pool,
-    require_psycopg,
-    without_nul,
-)
+from dmt_proxy.database import Step, without_nul
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.circuit import describe
 from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem
+from dmt_proxy.memory.write.storage import open_storage_pool
 
 log = logging.getLogger(__name__)
 
@@ -149,22 +142,13 @@ class PostgresOutbox:
         worker_id: str | None = None,
     ) -> PostgresOutbox:
         """Check the database, migrate the table and open the pool; ConfigError when unusable."""
-        require_psycopg()
-        check_prefix(prefix)
-        what = "the PostgreSQL outbox"
-        await check_database(dsn, connect_timeout_s=connect_timeout_s, need_vector=False,
-                             what=what)  # fmt: skip
-        pool = await open_pool(dsn, size=pool_size, name="dmt-outbox",
-                               connect_timeout_s=connect_timeout_s)  # fmt: skip
-        outbox = cls(pool, prefix=prefix, lease_s=lease_s,
+        opened = await open_storage_pool(dsn, prefix=prefix, component="outbox", steps=_steps,
+                                         what="the PostgreSQL outbox", pool_size=pool_size,
+                                         pool_name="dmt-outbox",
+                                         connect_timeout_s=connect_timeout_s)  # fmt: skip
+        outbox = cls(opened.pool, prefix=prefix, lease_s=lease_s,
                      worker_id=worker_id or default_worker_id())  # fmt: skip
-        try:
-            async with pool.connection() as conn:
-                outbox.found_version = await migrate(conn, prefix=prefix, component="outbox",
-                                                     steps=_steps(prefix), what=what)  # fmt: skip
-        except BaseException:
-            await pool.close()
-            raise
+        outbox.found_version = opened.found_version
         outbox._heartbeat = asyncio.create_task(outbox._beat(), name="dmt-outbox-heartbeat")
         return outbox
 

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dmt_proxy.database import (
-    Step,
-    check_database,
-    check_prefix,
-    migrate,
-    open_pool,
-    require_psycopg,
-    without_nul,
+from dmt_proxy.database import Step, without_nul
+from dmt_proxy.memory.write.storage import like_prefix, open_storage_pool
+from dmt_proxy.memory.write.trail import (
+    TRAIL_COLUMNS,
+    TrailEvent,
+    event_row,
+    is_held,
+    row_event,
 )
-from dmt_proxy.memory.write.trail import TrailEvent, event_row, is_held, row_event
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -28,11 +27,6 @@ if TYPE_CHECKING:
 
 PG_TRAIL_SCHEMA_VERSION = 1
 """Layout of ``<prefix>review_trail``; bump it with a new step in ``_steps``."""
-
-_COLUMNS = (
-    "seq, memory_id, user_id, at, actor, human, action, before_status, after_status,"
-    " before_domain, after_domain, reason, evidence, format_version"
-)
 
 
 def _steps(prefix: str) -> dict[int, Step]:
@@ -77,12 +71,6 @@ def _steps(prefix: str) -> dict[int, Step]:
     return {1: v1}
 
 
-def _like(prefix: str | None) -> str:
-    if prefix is None:
-        return "%"
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 class PostgresTrail:
     """Implements ``Trail`` over a PostgreSQL table (module docstring)."""
 
@@ -97,28 +85,18 @@ class PostgresTrail:
         cls, dsn: str, *, prefix: str = "dmt_", pool_size: int = 2, connect_timeout_s: float = 10.0
     ) -> PostgresTrail:
         """Check the database, migrate the table and open the pool; ConfigError when unusable."""
-        require_psycopg()
-        check_prefix(prefix)
-        what = "the PostgreSQL review trail"
-        await check_database(dsn, connect_timeout_s=connect_timeout_s, need_vector=False,
-                             what=what)  # fmt: skip
-        pool = await open_pool(dsn, size=pool_size, name="dmt-trail",
-                               connect_timeout_s=connect_timeout_s)  # fmt: skip
-        try:
-            async with pool.connection() as conn:
-                await migrate(conn, prefix=prefix, component="review_trail",
-                              steps=_steps(prefix), what=what)  # fmt: skip
-        except BaseException:
-            await pool.close()
-            raise
-        return cls(pool, prefix=prefix)
+        opened = await open_storage_pool(dsn, prefix=prefix, component="review_trail",
+                                         steps=_steps, what="the PostgreSQL review trail",
+                                         pool_size=pool_size, pool_name="dmt-trail",
+                                         connect_timeout_s=connect_timeout_s)  # fmt: skip
+        return cls(opened.pool, prefix=prefix)
 
     async def append(self, event: TrailEvent) -> TrailEvent:
         """Store ``event``; returns it with its ``seq`` (after the commit)."""
         from psycopg import sql
 
         row = [without_nul(v) if isinstance(v, str) else v for v in event_row(event)]
-        names = _COLUMNS.removeprefix("seq, ")
+        names = TRAIL_COLUMNS.removeprefix("seq, ")
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 sql.SQL("INSERT INTO {} (" + names + ") VALUES ("
@@ -133,7 +111,9 @@ class PostgresTrail:
         """Rows matching ``where``, in which ``{table}`` names the trail table."""
         from psycopg import sql
 
-        query = sql.SQL("SELECT " + _COLUMNS + " FROM {table} WHERE " + where + " ORDER BY seq")
+        query = sql.SQL(
+            "SELECT " + TRAIL_COLUMNS + " FROM {table} WHERE " + where + " ORDER BY seq"
+        )
         async with self._pool.connection() as conn:
             cur = await conn.execute(query.format(table=self._table), params)
             rows = await cur.fetchall()
@@ -147,12 +127,12 @@ class PostgresTrail:
         """The newest event of every memory (of users starting with ``user_prefix``)."""
         return await self._select(
             "seq IN (SELECT max(seq) FROM {table} GROUP BY memory_id) AND user_id LIKE %s",
-            [_like(user_prefix)],
+            [like_prefix(user_prefix)],
         )
 
     async def events(self, user_prefix: str | None = None, since: float = 0.0) -> list[TrailEvent]:
         """Every event since ``since`` (epoch seconds), oldest first."""
-        return await self._select("at >= %s AND user_id LIKE %s", [since, _like(user_prefix)])
+        return await self._select("at >= %s AND user_id LIKE %s", [since, like_prefix(user_prefix)])
 
     async def held(self, memory_id: str) -> bool:
         """Whether a human verdict holds ``memory_id``."""

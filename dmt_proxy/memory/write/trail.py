@@ -15,18 +15,17 @@ verdict over it.
 
 Storage: ``SqliteTrail`` keeps the table in the outbox's SQLite file (a table of its
 own beside ``outbox``; the outbox's ``PRAGMA user_version`` is not touched, the trail's
-layout version is the row of ``review_trail_schema``). Append-only is enforced by the
+layout version is the row of ``review_trail_schema``), on a thread of its own
+(``dmt_proxy.memory.write.storage``, shared with the outbox). Append-only is enforced by the
 database: triggers refuse ``UPDATE`` and ``DELETE``. ``MemoryTrail`` is the in-process
 one for tests and for a proxy without an outbox file.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +33,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.write.storage import SqliteStorage, like_prefix
 
 TRAIL_SCHEMA_VERSION = 1
 """Layout of the trail table (the row of ``review_trail_schema``); bump with a migration."""
@@ -180,10 +180,12 @@ _SCHEMA = [
        BEGIN SELECT RAISE(ABORT, 'the review trail is append-only'); END""",
     "CREATE TABLE IF NOT EXISTS review_trail_schema (version INTEGER NOT NULL)",
 ]
-_COLUMNS = (
+TRAIL_COLUMNS = (
     "seq, memory_id, user_id, at, actor, human, action, before_status, after_status,"
     " before_domain, after_domain, reason, evidence, format_version"
 )
+"""The stored columns, in the order of ``event_row`` (after ``seq``) and ``row_event``;
+the same in the PostgreSQL trail."""
 
 
 def migrate_trail(conn: sqlite3.Connection, path: Path) -> int:
@@ -220,7 +222,7 @@ def event_row(event: TrailEvent) -> tuple[Any, ...]:
 
 
 def row_event(row: tuple[Any, ...]) -> TrailEvent:
-    """A stored row (``_COLUMNS`` order) as an event."""
+    """A stored row (``TRAIL_COLUMNS`` order) as an event."""
     return TrailEvent(
         seq=row[0], memory_id=row[1], user=row[2], at=datetime.fromtimestamp(row[3], UTC),
         actor=row[4], human=bool(row[5]), action=row[6], before_status=row[7],
@@ -229,49 +231,18 @@ def row_event(row: tuple[Any, ...]) -> TrailEvent:
     )  # fmt: skip
 
 
-def _like(prefix: str | None) -> str:
-    if prefix is None:
-        return "%"
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-class SqliteTrail:
-    """The trail in the outbox's SQLite file, on a thread of its own."""
+class SqliteTrail(SqliteStorage):
+    """The trail in the outbox's SQLite file, on a thread of its own; ``StorageClosed``
+    once closed."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dmt-trail")
-        self._conn: sqlite3.Connection | None = None
-        try:
-            self._executor.submit(self._open).result()
-        except BaseException:
-            self._executor.shutdown(wait=True)
-            raise
-
-    def _open(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            migrate_trail(conn, self.path)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RuntimeError("review trail is closed")
-        return self._conn
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        # The outbox in the same file may hold its write lock a while: wait, do not fail.
+        super().__init__(path, what="review trail", migration=migrate_trail,
+                         thread="dmt-trail", timeout_s=30.0)  # fmt: skip
 
     def _append(self, row: tuple[Any, ...]) -> int:
         cur = self._db.execute(
-            f"INSERT INTO review_trail ({_COLUMNS.removeprefix('seq, ')})"
+            f"INSERT INTO review_trail ({TRAIL_COLUMNS.removeprefix('seq, ')})"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             row,
         )
@@ -284,7 +255,7 @@ class SqliteTrail:
 
     def _select(self, where: str, args: tuple[Any, ...]) -> list[TrailEvent]:
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM review_trail WHERE {where} ORDER BY seq", args
+            f"SELECT {TRAIL_COLUMNS} FROM review_trail WHERE {where} ORDER BY seq", args
         ).fetchall()
         return [row_event(r) for r in rows]
 
@@ -299,28 +270,20 @@ class SqliteTrail:
             "seq IN (SELECT MAX(seq) FROM review_trail GROUP BY memory_id)"
             " AND user_id LIKE ? ESCAPE '\\'"
         )
-        result: list[TrailEvent] = await self._run(self._select, where, (_like(user_prefix),))
+        result: list[TrailEvent] = await self._run(self._select, where, (like_prefix(user_prefix),))
         return result
 
     async def events(self, user_prefix: str | None = None, since: float = 0.0) -> list[TrailEvent]:
         """Every event since ``since`` (epoch seconds), oldest first."""
         where = "at >= ? AND user_id LIKE ? ESCAPE '\\'"
-        result: list[TrailEvent] = await self._run(self._select, where, (since, _like(user_prefix)))
+        result: list[TrailEvent] = await self._run(
+            self._select, where, (since, like_prefix(user_prefix))
+        )
         return result
 
     async def held(self, memory_id: str) -> bool:
         """Whether a human verdict holds ``memory_id``."""
         return is_held(await self.history(memory_id))
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    async def aclose(self) -> None:
-        """Close the connection and its thread."""
-        await self._run(self._close)
-        self._executor.shutdown(wait=True)
 
 
 def machine_event(

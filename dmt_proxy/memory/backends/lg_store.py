@@ -37,8 +37,8 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import get_text_at_path
 from langgraph.store.sqlite import SqliteStore
 
-from dmt_proxy.memory.runner import StoreRunner
-from dmt_proxy.memory.vectors import VectorMatrix
+from dmt_proxy.memory.backends.runner import StoreRunner
+from dmt_proxy.memory.backends.vectors import VectorMatrix
 
 EmbedFn = Callable[[list[str]], list[list[float]]]
 

@@ -21,6 +21,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.embedder import TextEmbedder
+from dmt_proxy.memory.backends.runner import StoreRunner
 from dmt_proxy.memory.base import (
     MemoryRecord,
     RecordConflict,
@@ -36,7 +37,6 @@ from dmt_proxy.memory.registry import (
     ContractEnv,
     register_backend,
 )
-from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 SNAPSHOT_VERSION = 1

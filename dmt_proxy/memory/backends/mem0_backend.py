@@ -47,6 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.mem0_partitions import SharedEmbedding, UserPartitions
+from dmt_proxy.memory.backends.runner import StoreRunner
 from dmt_proxy.memory.base import (
     RECORD_SCHEMA_VERSION,
     MemoryRecord,
@@ -56,9 +58,7 @@ from dmt_proxy.memory.base import (
     check_write,
     nothing_to_search,
 )
-from dmt_proxy.memory.mem0_partitions import SharedEmbedding, UserPartitions
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
-from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 _STORE_ERRORS = (OSError, sqlite3.Error, RuntimeError)

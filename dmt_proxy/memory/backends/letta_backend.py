@@ -44,6 +44,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.embedder import EMBEDDING_DIMS, TextEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.consolidation import (
+    SUMMARY_PROMPT_VERSION,
+    summarize_deterministic,
+    summarize_with_model,
+)
+from dmt_proxy.memory.backends.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
+from dmt_proxy.memory.backends.runner import StoreRunner
+from dmt_proxy.memory.backends.vectors import VectorMatrix
 from dmt_proxy.memory.base import (
     AuditState,
     MemoryRecord,
@@ -55,15 +63,7 @@ from dmt_proxy.memory.base import (
     nothing_to_search,
     with_audit,
 )
-from dmt_proxy.memory.consolidation import (
-    SUMMARY_PROMPT_VERSION,
-    summarize_deterministic,
-    summarize_with_model,
-)
-from dmt_proxy.memory.letta_schema import SCHEMA, SCHEMA_VERSION, vector_blob
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
-from dmt_proxy.memory.runner import StoreRunner
-from dmt_proxy.memory.vectors import VectorMatrix
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 

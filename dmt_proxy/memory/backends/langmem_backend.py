@@ -17,7 +17,7 @@ memories (``kind="consolidated"``) in the same namespace. Two managers:
   (its items live in ``("dmt", "langmem", <user hash>)``); each memory it writes is
   mirrored as a consolidated record. A model with ``supports_tools=True`` is
   driven through ``ChatOpenAI``; a local endpoint (``kind="local"``) through
-  ``memory.langchain_chat.ProxyChatModel``, whose tool calls come from the proxy's
+  ``memory.backends.langchain_chat.ProxyChatModel``, whose tool calls come from the proxy's
   constrained local layer (one call per model turn, a call always required).
 
 ``manager="auto"`` picks ``langmem`` only for a model that makes tool calls itself
@@ -55,6 +55,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from dmt_proxy.embedder import EMBEDDING_DIMS
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.consolidation import CONSOLIDATE_PROMPT_VERSION, plan_consolidation
+from dmt_proxy.memory.backends.lg_store import IndexedSqliteStore
 from dmt_proxy.memory.base import (
     AuditState,
     MemoryRecord,
@@ -65,8 +67,6 @@ from dmt_proxy.memory.base import (
     combine_audit,
     nothing_to_search,
 )
-from dmt_proxy.memory.consolidation import CONSOLIDATE_PROMPT_VERSION, plan_consolidation
-from dmt_proxy.memory.lg_store import IndexedSqliteStore
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
@@ -212,7 +212,7 @@ class LangMemBackend(BackendPlugin):
             native = tool_model is not None or (
                 config.llm is not None and config.llm.supports_tools
             )
-            # Local endpoints get their tool calls from the proxy (memory.langchain_chat).
+            # Local endpoints get their tool calls from the proxy (backends.langchain_chat).
             local = (
                 config.llm is not None and config.llm.kind == "local" and config.chat is not None
             )
@@ -400,7 +400,7 @@ class LangMemBackend(BackendPlugin):
         """The langchain model langmem's manager drives: ours for local endpoints."""
         assert self._llm is not None
         if self._llm.kind == "local" and self._chat is not None:
-            from dmt_proxy.memory.langchain_chat import ProxyChatModel
+            from dmt_proxy.memory.backends.langchain_chat import ProxyChatModel
 
             # The JSON manager's budget: trustcall's free-text fields (PatchDoc's
             # planned_edits) would otherwise run on until the call times out.

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -51,6 +51,7 @@ from dmt_proxy.database import (
 )
 from dmt_proxy.embedder import TextEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.backends.runner import StoreRunner
 from dmt_proxy.memory.base import (
     MemoryRecord,
     MemoryStoreError,
@@ -65,9 +66,9 @@ from dmt_proxy.memory.registry import (
     BackendConfig,
     BackendPlugin,
     ContractEnv,
+    StoreDatabase,
     register_backend,
 )
-from dmt_proxy.memory.runner import StoreRunner
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 if TYPE_CHECKING:
@@ -187,17 +188,27 @@ class PostgresBackend(BackendPlugin):
                              options={"dsn": env.database_url()})  # fmt: skip
 
     @classmethod
+    def store_database(
+        cls, options: Mapping[str, Any], database_url: str | None
+    ) -> StoreDatabase | None:
+        """The store's database (its ``dsn`` option, else ``DMT_DATABASE_URL``) and table
+        prefix: the outbox and the review trail default to them, one prefix for all three."""
+        url = str(options["dsn"]) if options.get("dsn") else database_url
+        return StoreDatabase(url=url, prefix=str(options.get("table_prefix", "dmt_")))
+
+    @classmethod
     async def open(cls, config: BackendConfig, options: PostgresBackend.Options) -> PostgresBackend:
         """Check the database, migrate the table and open the pool; ConfigError when unusable."""
         require_psycopg()
-        if not options.dsn:
+        dsn = options.dsn or config.database_url  # the policy's dsn wins over DMT_DATABASE_URL
+        if not dsn:
             raise ConfigError(
                 "memory backend 'postgres' needs a database: set DMT_DATABASE_URL "
                 "(or memory.options.dsn in the policy)"
             )
         what = "memory backend 'postgres'"
         version = await check_database(
-            options.dsn, connect_timeout_s=options.connect_timeout_s, need_vector=True, what=what
+            dsn, connect_timeout_s=options.connect_timeout_s, need_vector=True, what=what
         )
         assert version is not None
         embedder = config.shared_embedder()
@@ -212,7 +223,7 @@ class PostgresBackend(BackendPlugin):
             if iterative:
                 await conn.execute("SET hnsw.iterative_scan = strict_order")
 
-        pool = await open_pool(options.dsn, size=options.pool_size, name="dmt-memory",
+        pool = await open_pool(dsn, size=options.pool_size, name="dmt-memory",
                                connect_timeout_s=options.connect_timeout_s, configure=configure)  # fmt: skip
         backend = cls(pool=pool, embedder=embedder, prefix=options.table_prefix,
                       timeout_s=options.connect_timeout_s)  # fmt: skip
