@@ -7,7 +7,7 @@ Pooling(mean) -> Normalize``: BERT with 6 layers, 12 heads, hidden 384, exact
 attention mask, unit length. Why: importing torch and sentence-transformers costs
 the proxy ~450 MB of RSS and ~13 ms per short query on one thread; this runtime
 holds the 87 MB of weights plus ~30 MB of libraries (benchmarks/results/
-memory_path.md). ``tests/unit/test_minilm.py`` checks it against
+perf/memory_path/memory_path.md). ``tests/unit/test_minilm.py`` checks it against
 sentence-transformers (cosine > 0.9999).
 """
 

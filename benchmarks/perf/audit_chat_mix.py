@@ -27,7 +27,7 @@ On a shared machine both numbers drop together; the load average is recorded at 
 start and end, and a loaded run is a lower bound. Run (from the repository root)::
 
     nice -n 5 python benchmarks/perf/audit_chat_mix.py --conditions "..." \\
-        --out benchmarks/results/audit_chat_mix
+        --out benchmarks/results/perf/audit_chat_mix/audit_chat_mix
 """
 
 from __future__ import annotations
@@ -299,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--max-wall-s", type=float, default=7200.0)
     parser.add_argument("--conditions", default="")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/audit_chat_mix"))
+    parser.add_argument(
+        "--out", type=Path, default=Path("benchmarks/results/perf/audit_chat_mix/audit_chat_mix")
+    )
     args = parser.parse_args(argv)
     items = [json.loads(line) for line in MIX.read_text(encoding="utf-8").splitlines()]
     items = [i for i in items if args.kind is None or i["kind"] == args.kind]

@@ -14,7 +14,7 @@ Memories: a stratified subset of ``auditor_eval_v2``'s test split (half biased).
 Run::
 
     python benchmarks/perf/audit_throughput.py --base-url http://127.0.0.1:8092/v1 \\
-        --model qwen2.5-1.5b --n 40 --out benchmarks/results/audit_throughput
+        --model qwen2.5-1.5b --n 40 --out benchmarks/results/perf/audit_throughput/audit_throughput
 """
 
 from __future__ import annotations
@@ -175,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="tagged memories get no rationale turn (policy audit.rationale: false)",
     )
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/audit_throughput"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results/perf/audit_throughput/audit_throughput"),
+    )
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Reads the report JSONs under ``benchmarks/results/auditor_eval_v2/runs/`` (LLM-only
 runs and their pipeline replays), the adversarial reports and the throughput
-benchmark, and writes ``benchmarks/results/auditor_eval_v2_summary.md``: v1 and v2
+benchmark, and writes ``benchmarks/results/auditor_eval_v2/auditor_eval_v2_summary.md``: v1 and v2
 test splits side by side per configuration, with 95% intervals, and the issue's
 targets against the headline configuration. Usage::
 
@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path("benchmarks/results")
 RUNS = RESULTS / "auditor_eval_v2" / "runs"
-OUT = RESULTS / "auditor_eval_v2_summary.md"
+OUT = RESULTS / "auditor_eval_v2" / "auditor_eval_v2_summary.md"
+ADV = RESULTS / "adversarial_memories"
 MODELS = ("smollm2", "qwen2.5-0.5b", "qwen2.5-1.5b")
 HEADLINE = ("qwen2.5-1.5b", "auditor_v3", "logprob", True)
 
@@ -92,25 +94,30 @@ HEADER = (
 )
 
 
-ADV_V2 = RESULTS / "adversarial_memories_v2.json"
+ADV_V2 = ADV / "adversarial_memories_v2.json"
 # Written by an author who had not seen the defences' rules, after normalize_v2.
-ADV_V3 = RESULTS / "adversarial_memories_v3.json"
+ADV_V3 = ADV / "adversarial_memories_v3.json"
 ADVERSARIAL = (
-    ("adversarial_memories_v1", RESULTS / "adversarial_memories.json"),
-    ("adversarial_memories_v1, pipeline", RESULTS / "adversarial_memories_v1_pipeline.json"),
+    ("adversarial_memories_v1", ADV / "adversarial_memories.json"),
+    ("adversarial_memories_v1, pipeline", ADV / "adversarial_memories_v1_pipeline.json"),
     ("adversarial_memories_v2", ADV_V2),
     ("adversarial_memories_v3 (held out)", ADV_V3),
     # The smaller auditors behind the same pipeline (files named after the model).
     *(
-        (f"{version}, {model}", RESULTS / f"{version}_{model}.json")
+        (f"{version}, {model}", ADV / f"{version}_{model}.json")
         for model in MODELS[:2]
         for version in ("adversarial_memories_v2", "adversarial_memories_v3")
     ),
 )
-THROUGHPUT = RESULTS / "audit_throughput.json"
-THROUGHPUT_NO_RATIONALE = RESULTS / "audit_throughput_no_rationale.json"
+THROUGHPUT = RESULTS / "perf" / "audit_throughput" / "audit_throughput.json"
+THROUGHPUT_NO_RATIONALE = THROUGHPUT.with_name("audit_throughput_no_rationale.json")
 TARGETS = {"f1": 0.9, "domain": 0.85, "benevolent": 0.8, "fp_hard": 0.10, "evasion": 0.10,
            "audits_per_s": 1.0}  # fmt: skip
+
+
+def _report_link(path: Path) -> str:
+    """The markdown report beside a result JSON, as a link relative to the summary."""
+    return os.path.relpath(path.with_suffix(".md"), OUT.parent)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -128,7 +135,7 @@ def adversarial_lines() -> list[str]:
         meta = doc["meta"]
         lines += [f"`{label}`: `{meta.get('auditor', meta['model'])}`, "
                   f"{meta.get('pipeline', 'the LLM auditor alone')}; run {meta['run_at']} "
-                  f"([report]({path.with_suffix('.md').name})).", "",
+                  f"([report]({_report_link(path)})).", "",
                   "| attack | evaded / flagged twins | evasion | forged / clean twins | forgery |",
                   "|---|---|---|---|---|"]  # fmt: skip
         by_attack = doc["summary"]["by_attack"]
@@ -154,7 +161,7 @@ def throughput_lines() -> list[str]:
                   f"by `{doc['auditor']}` (worker concurrency {doc['concurrency']}, "
                   f"{doc['llm_calls']} needed the LLM): **{doc['audits_per_s']} audits/s**; "
                   f"LLM audit latency p50 / p95 {doc['llm_latency_p50_s']} / "
-                  f"{doc['llm_latency_p95_s']} s ([report]({path.with_suffix('.md').name})).",
+                  f"{doc['llm_latency_p95_s']} s ([report]({_report_link(path)})).",
                   ""]  # fmt: skip
     return lines
 

@@ -115,7 +115,7 @@ NOTES = """auditor_eval_v2 test, whole split: the default gives the previous def
 on every v2 text (normalize_v3 leaves every v1/v2 text as normalize_v2 did, all v2 texts
 are English, and none has a manipulation finding), so its committed whole-split run
 stands for both: F1 0.88 [0.82, 0.93], hard-negative FP 0.22, benevolent recall 0.89,
-domain accuracy 0.81 (benchmarks/results/auditor_eval_v2_summary.md). A whole-split rerun
+domain accuracy 0.81 (benchmarks/results/auditor_eval_v2/auditor_eval_v2_summary.md). A whole-split rerun
 was started and stopped for time; the 24-item replay above agrees.
 
 ## What was fitted on what

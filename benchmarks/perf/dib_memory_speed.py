@@ -41,7 +41,7 @@ nothing is served from a cache left by an earlier run or by another target.
 
 Run (llama-server of the model up; ``dmt-proxy models start qwen2.5-1.5b``):
     python benchmarks/perf/dib_memory_speed.py --model qwen2.5-1.5b --contexts 2
-Writes benchmarks/results/dib_memory_speed.{json,md} (``--out`` to change).
+Writes benchmarks/results/perf/dib_memory_speed/dib_memory_speed.{json,md} (``--out`` to change).
 """
 
 from __future__ import annotations
@@ -492,7 +492,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=3600.0, help="per-request timeout (s)")
     p.add_argument("--bootstrap", type=int, default=2000)
-    p.add_argument("--out", type=Path, default=RESULTS / "dib_memory_speed")
+    p.add_argument(
+        "--out", type=Path, default=RESULTS / "perf" / "dib_memory_speed" / "dib_memory_speed"
+    )
     return p.parse_args(argv)
 
 

@@ -3,7 +3,7 @@
 For each classifier and test split: AUC of the item scores, recall and neutral skip
 rate at the classifier's own threshold, how many biased and neutral items reach its
 ``confident_bias`` level (the dispute trigger), and the domain head's accuracy on the
-biased items. Writes ``benchmarks/results/first_stage_compare.{json,md}``. Usage::
+biased items. Writes ``benchmarks/results/first_stage_compare/first_stage_compare.{json,md}``. Usage::
 
     python benchmarks/perf/first_stage_compare.py
 """
@@ -21,7 +21,7 @@ from dmt_proxy.embedder import LocalEmbedder
 
 VERSIONS = ("first_stage_classifier_v2", "first_stage_classifier_v3")
 SETS = ("auditor_eval_v1", "auditor_eval_v2")
-OUT = Path("benchmarks/results/first_stage_compare")
+OUT = Path("benchmarks/results/first_stage_compare/first_stage_compare")
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ calling a model:
   tags whose judge wrote one, how many name the group (kept) or not (dropped). *Gold*:
   of grounded tags on biased items, how many name the set's own annotated target group
   (same lexicon group, or one phrase contains the other).
-* **adversarial runs** (``benchmarks/results/adversarial_memories_v*.json``): these store
+* **adversarial runs** (``benchmarks/results/adversarial_memories/*.json``): these store
   the status and domain, not the judge's group or rationale, so only *after* is measured:
   every memory tagged with a domain is grounded from its text and domain.
 * **live** (``--live``, the chat-mix throughput run's json): tags the real local auditor
@@ -265,7 +265,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
                 adversarial.append(replayed)
         else:
             labelled.append((extra, run))
-    for path in sorted(RESULTS.glob("adversarial_memories*.json")):
+    for path in sorted((RESULTS / "adversarial_memories").glob("*.json")):
         replayed = replay_adversarial(str(path), json.loads(path.read_text("utf-8")))
         if replayed is not None:
             adversarial.append(replayed)

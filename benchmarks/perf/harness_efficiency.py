@@ -39,7 +39,7 @@ the two concurrency levels (the upstream's own run-to-run noise).
 Run (model servers up; smollm2 is the fastest):
     python benchmarks/perf/harness_efficiency.py --decisions 40
     python benchmarks/perf/harness_efficiency.py --model qwen2.5-0.5b
-Writes benchmarks/results/harness_efficiency.{json,md} (``--out`` to change).
+Writes benchmarks/results/perf/harness_efficiency/harness_efficiency.{json,md} (``--out`` to change).
 """
 
 from __future__ import annotations
@@ -507,7 +507,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="send the canonical DIB prompts (llama-server may have them cached)")  # fmt: skip
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--goal", type=float, default=0.90)
-    parser.add_argument("--out", type=Path, default=RESULTS / "harness_efficiency",
+    parser.add_argument("--out", type=Path, default=RESULTS / "perf" / "harness_efficiency" / "harness_efficiency",
                         help="output path without suffix (.json and .md are written)")  # fmt: skip
     args = parser.parse_args(argv)
     try:

@@ -24,7 +24,7 @@ after every turn; a rerun skips finished models and starts unfinished ones over.
 
 Run:  python benchmarks/perf/langmem_manager.py --models qwen2.5-1.5b \\
           --managers json,langmem --run-dir /tmp/langmem_manager --write
-Writes benchmarks/results/langmem_manager.{json,md}.
+Writes benchmarks/results/langmem_manager/langmem_manager.{json,md}.
 """
 
 from __future__ import annotations
@@ -264,8 +264,10 @@ async def main() -> None:
     if args.write:
         summary = {"conversation": str(CONVERSATION.relative_to(ROOT.parent)),
                    "version": spec["version"], "command": command, "paths": rows}  # fmt: skip
-        (RESULTS / "langmem_manager.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (RESULTS / "langmem_manager.md").write_text(md)
+        (RESULTS / "langmem_manager" / "langmem_manager.json").write_text(
+            json.dumps(summary, indent=1) + "\n"
+        )
+        (RESULTS / "langmem_manager" / "langmem_manager.md").write_text(md)
 
 
 if __name__ == "__main__":

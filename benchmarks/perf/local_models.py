@@ -6,7 +6,7 @@ integer constrained by a GBNF grammar, ``max_tokens`` 4) with a cold and a warm
 prompt cache. Models must be running (``dmt-proxy models start``).
 
 Run:  python benchmarks/perf/local_models.py [--repeats 5]
-Writes benchmarks/results/local_models.{json,md}.
+Writes benchmarks/results/perf/local_models/local_models.{json,md}.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=RESULTS / "local_models")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "perf" / "local_models" / "local_models"
+    )
     args = parser.parse_args()
     settings = Settings.from_env()
     rows = [measure(n, local_api_base(settings, n), args.repeats) for n in LOCAL_MODELS]

@@ -18,7 +18,7 @@ include that contention. The fakes answer instantly: no model time is in any fig
 Run:  python benchmarks/perf/loop_stall.py --label after [--seconds 30]
       (``--label before`` on the code before the change; ``--pythonpath DIR`` runs the
       proxy from another checkout, e.g. ``git worktree add /tmp/base a813230``)
-Writes benchmarks/results/loop_stall/<label>.{json,md}.
+Writes benchmarks/results/perf/loop_stall/<label>.{json,md}.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from _procs import python, start, stop
 from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.bench.stats import percentile
 
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "loop_stall"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "perf" / "loop_stall"
 ADMIN_KEY = "loop-stall-admin"
 CLEAN = json.dumps({"rationale": "neutral", "bias_detected": False, "bias_type": None,
                     "target_group": "", "tendency": "", "score": 0.0})  # fmt: skip

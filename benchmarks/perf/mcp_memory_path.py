@@ -20,7 +20,7 @@ The client is the official ``mcp`` SDK over streamable HTTP at ``/mcp`` (one
    block, closed loop, ``--requests`` calls per concurrency.
 
 Run:  python benchmarks/perf/mcp_memory_path.py [--memories 10000] [--requests 200]
-Writes benchmarks/results/mcp_memory_path.{json,md}.
+Writes benchmarks/results/perf/mcp_memory_path/mcp_memory_path.{json,md}.
 """
 
 from __future__ import annotations
@@ -207,7 +207,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--auditor-delay-s", type=float, default=2.0)
     p.add_argument("--drain-timeout", type=float, default=600.0)
     p.add_argument("--note", default="", help="the machine's state, added under the command")
-    p.add_argument("--out", type=Path, default=RESULTS / "mcp_memory_path")
+    p.add_argument(
+        "--out", type=Path, default=RESULTS / "perf" / "mcp_memory_path" / "mcp_memory_path"
+    )
     return p.parse_args(argv)
 
 

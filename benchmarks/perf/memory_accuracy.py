@@ -17,7 +17,7 @@ difference is the block's, not retrieval noise. Accuracy per condition with Wils
 ``<run-dir>/<condition>.jsonl`` as they arrive; a rerun skips what is there.
 
 Run:  python benchmarks/perf/memory_accuracy.py --model qwen2.5-0.5b --run-dir /tmp/memacc
-Writes benchmarks/results/memory_accuracy_<model>.{json,md} (with --write).
+Writes benchmarks/results/memory_accuracy/memory_accuracy_<model>.{json,md} (with --write).
 """
 
 from __future__ import annotations
@@ -222,10 +222,10 @@ def main() -> None:
     md = markdown(summary, command, args.seed)
     print(md)
     if args.write:
-        stem = RESULTS / f"memory_accuracy_{args.model}"
+        stem = RESULTS / "memory_accuracy" / f"memory_accuracy_{args.model}"
         # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
-        (RESULTS / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (RESULTS / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
+        (stem.parent / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (stem.parent / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ the end of the fill, and the peak of the timed phase alone (the high-water mark
 is reset after the fill through ``/proc/self/clear_refs``).
 
 Run:  python benchmarks/perf/memory_latency.py --sizes 1000 10000
-Writes benchmarks/results/memory_latency.md. ``memory_scaling.py`` reuses this
+Writes benchmarks/results/perf/memory_latency/memory_latency.md. ``memory_scaling.py`` reuses this
 module for the 1k -> 10k -> 100k scaling curves (one process per row).
 """
 
@@ -390,7 +390,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="+", default=["mem0", "langmem", "letta", "memory"])
     parser.add_argument("--writes", type=int, default=40)
     parser.add_argument("--searches", type=int, default=60)
-    parser.add_argument("--out", type=Path, default=RESULTS / "memory_latency.md")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "perf" / "memory_latency" / "memory_latency.md"
+    )
     parser.add_argument(
         "--embedder-runtime", default="numpy", choices=("numpy", "sentence-transformers"),
         help="the shared embedder's runtime (both use one thread)",

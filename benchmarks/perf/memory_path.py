@@ -28,7 +28,7 @@ allows one client per path, so the fill closes the store before the proxy opens 
 
 Run:  python benchmarks/perf/memory_path.py [--memories 10000] [--duration 40]
 Profile the proxy: DMT_BENCH_PROFILE_DIR=/tmp/prof python benchmarks/perf/memory_path.py ...
-Writes benchmarks/results/memory_path.{json,md}.
+Writes benchmarks/results/perf/memory_path/memory_path.{json,md}.
 """
 
 from __future__ import annotations
@@ -524,7 +524,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-inflight", type=int, default=8, help="section 2 cap on requests in flight")
     p.add_argument("--auditor-delay-s", type=float, default=2.0, help="fake auditor's answer time")
     p.add_argument("--drain-timeout", type=float, default=300.0, help="max seconds to wait for the outbox")
-    p.add_argument("--out", type=Path, default=RESULTS / "memory_path", help="output path without suffix")
+    p.add_argument("--out", type=Path, default=RESULTS / "perf" / "memory_path" / "memory_path", help="output path without suffix")
     # fmt: on
     return p.parse_args(argv)
 

@@ -26,7 +26,7 @@ A row that fails or passes ``--row-timeout`` is recorded with the reason, and
 that backend is not run at larger sizes.
 
 Run:  python benchmarks/perf/memory_scaling.py --sizes 1000 10000 100000
-Writes benchmarks/results/memory_scaling.{json,md,png} (``--out-prefix``).
+Writes benchmarks/results/perf/memory_scaling/memory_scaling.{json,md,png} (``--out-prefix``).
 """
 
 from __future__ import annotations
@@ -322,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder-runtime", default="numpy",
                         choices=("numpy", "sentence-transformers"))  # fmt: skip
     parser.add_argument("--row-timeout", type=float, default=900.0, help="seconds per row")
-    parser.add_argument("--out-prefix", type=Path, default=RESULTS / "memory_scaling")
+    parser.add_argument(
+        "--out-prefix", type=Path, default=RESULTS / "perf" / "memory_scaling" / "memory_scaling"
+    )
     parser.add_argument("--child", nargs=2, metavar=("BACKEND", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--row-json", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ model and no callbacks. Everything (fake upstream, proxy, load generator) shares
 this machine's cores, so the numbers include that contention for every target.
 
 Run:  python benchmarks/perf/overhead.py [--concurrency 1,16,64] [--requests 400]
-Writes benchmarks/results/proxy_overhead.{json,md}. ``--targets`` measures a subset
+Writes benchmarks/results/perf/proxy_overhead/proxy_overhead.{json,md}. ``--targets`` measures a subset
 (the LiteLLM proxy is started only when it is one); ``--rounds N`` runs each cell's
 targets N times, interleaved, and reports the median of each percentile over the
 rounds, so that a load change on a shared machine hits every target alike.
@@ -299,7 +299,9 @@ def main() -> None:
         "--paced", default="200", help="concurrency of the paced-stream cells ('' for none)"
     )
     parser.add_argument("--paced-interval-s", type=float, default=0.25)
-    parser.add_argument("--out", type=Path, default=RESULTS / "proxy_overhead")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "perf" / "proxy_overhead" / "proxy_overhead"
+    )
     parser.add_argument("--note", default="", help="a sentence added to the markdown")
     parser.add_argument(
         "--targets",

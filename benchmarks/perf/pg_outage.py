@@ -28,7 +28,7 @@ killed here, so the target is 0). The proxies' and workers' logs are scanned for
 tracebacks, ERROR lines and outage warnings without a cause.
 
 Run:  python benchmarks/perf/pg_outage.py [--rate 30] [--threads 5] [--outage-s 15]
-Writes benchmarks/results/pg_outage.{json,md} (``--out-prefix``).
+Writes benchmarks/results/perf/pg_outage/pg_outage.{json,md} (``--out-prefix``).
 """
 
 from __future__ import annotations
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-modes", nargs="+", default=["fast", "immediate"],
                         choices=["fast", "immediate"])  # fmt: skip
     parser.add_argument("--note", default="", help="a line added to the markdown")
-    parser.add_argument("--out-prefix", default=str(RESULTS / "pg_outage"))
+    parser.add_argument("--out-prefix", default=str(RESULTS / "perf" / "pg_outage" / "pg_outage"))
     args = parser.parse_args(argv)
     data = asyncio.run(run(args))
     out = Path(args.out_prefix)

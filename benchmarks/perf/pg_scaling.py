@@ -22,7 +22,7 @@ binaries of ``scripts/install_postgres.sh``), real ``dmt-proxy serve`` and
    a time, so about 1/s per worker is the ceiling at 2 s per audit).
 
 Run:  python benchmarks/perf/pg_scaling.py [--sizes 10000 100000] [--requests 200] [--rows 60]
-Writes benchmarks/results/pg_scaling.{json,md} (``--out-prefix``).
+Writes benchmarks/results/perf/pg_scaling/pg_scaling.{json,md} (``--out-prefix``).
 """
 
 from __future__ import annotations
@@ -279,7 +279,8 @@ def markdown(data: dict[str, Any]) -> str:
         )
     lines += [
         "", "Targets (issue 16): proxy RSS <= 300 MB at 100k memories, added p95 <= 60 ms at "
-        "100k. The mem0, langmem and letta rows are in memory_path.md and memory_scaling.md.",
+        "100k. The mem0, langmem and letta rows are in [memory_path.md](../memory_path/memory_path.md) "
+        "and [memory_scaling.md](../memory_scaling/memory_scaling.md).",
         "", "## 2. Outbox throughput (PostgreSQL outbox, `dmt-proxy worker` processes)", "",
         f"{data['rows']} writes enqueued by 8 concurrent producers while k workers drain them; "
         f"fake auditor answering after {data['auditor_delay_s']} s; each worker audits 2 rows "
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--auditor-delay-s", type=float, default=2.0)
     parser.add_argument("--note", default="", help="a line added to the markdown")
-    parser.add_argument("--out-prefix", default=str(RESULTS / "pg_scaling"))
+    parser.add_argument("--out-prefix", default=str(RESULTS / "perf" / "pg_scaling" / "pg_scaling"))
     args = parser.parse_args(argv)
     data = asyncio.run(run(args))
     out = Path(args.out_prefix)

@@ -13,7 +13,7 @@ a separate virtualenv (PYTHON_LCP, default /tmp/lcp-venv/bin/python), built with
 and installed with its [server] extra. Both servers must be able to start here.
 
 Run:  python benchmarks/perf/server_choice.py
-Writes benchmarks/results/server_choice.{json,md}.
+Writes benchmarks/results/perf/server_choice/server_choice.{json,md}.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.launcher import server_binary
 from dmt_proxy.upstream.local_models import get_model, model_path
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "perf" / "server_choice"
 PREFIX = " ".join(
     f"Record {i}: an employee file with role, tenure and rating {i % 5}." for i in range(60)
 )

@@ -15,7 +15,7 @@ values (case-insensitive strings) and, for v2's memory tasks, that each word in
 a rerun skips finished tasks.
 
 Run:  python benchmarks/perf/tool_calls.py --model qwen2.5-1.5b --run-dir /tmp/toolcalls --write
-Writes benchmarks/results/tool_calls_<model>.{json,md}; with ``--label L``,
+Writes benchmarks/results/tool_calls/tool_calls_<model>.{json,md}; with ``--label L``,
 tool_calls_<model>_<tasks stem>_<L>.{json,md}. ``--no-decision`` turns off the local
 tool-or-text decision (``upstream.tool_decision``), as the proxy was before it.
 """
@@ -208,10 +208,10 @@ async def main() -> None:
     print(md)
     if args.write:
         label = f"_{args.tasks.stem}_{args.label}" if args.label else ""
-        stem = RESULTS / f"tool_calls_{args.model}{label}"
+        stem = RESULTS / "tool_calls" / f"tool_calls_{args.model}{label}"
         # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
-        (RESULTS / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (RESULTS / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
+        (stem.parent / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (stem.parent / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
 
 
 if __name__ == "__main__":

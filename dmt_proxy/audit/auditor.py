@@ -66,8 +66,8 @@ log = logging.getLogger(__name__)
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 
 DEFAULT_PROMPT_VERSION = "auditor_v3"
-"""The unprimed prompt with the log-prob turns (benchmarks/results/auditor_eval_v2.md); the
-policy names its own."""
+"""The unprimed prompt with the log-prob turns
+(benchmarks/results/auditor_eval_v2/auditor_eval_v2_summary.md); the policy names its own."""
 RATIONALE_MAX_TOKENS = 80
 _RATIONALE_SCHEMA = {
     "type": "object",

@@ -13,7 +13,8 @@ sentences) and every piece is embedded with the local MiniLM model. Two scorers:
 Versions: v1 (biased/neutral only) and v2 were trained on ``auditor_eval_v1/train``;
 v3 on ``auditor_eval_v1/train`` + ``auditor_eval_v2/train``, which lifts AUC on v2's
 test split from 0.88 to 0.90 and its domain head's accuracy there from 0.68 to 0.81
-(benchmarks/results/auditor_eval_v2.md). v4 (the default) adds ``auditor_eval_v3/train``:
+(benchmarks/results/first_stage_compare/first_stage_compare.md).
+v4 (the default) adds ``auditor_eval_v3/train``:
 texts that name a group without judging it (facts, law, research, support,
 self-description, reported speech the speaker rejects) as negatives, judgments and
 benevolent stereotypes as positives (benchmarks/results/auditor_eval_v3/first_stage_v4.md).
@@ -30,7 +31,8 @@ and the LLM auditor says the opposite, the memory is stored ``disputed``.
 A memory whose score reaches the threshold goes to the LLM auditor; the others
 are skipped. The threshold trades auditor calls for recall; ``dmt-bench
 first-stage-eval`` measures both on the held-out split
-(``benchmarks/results/auditor_eval_first_stage_v1_test.md``). The closest prototype's domain
+(``benchmarks/results/auditor_eval_v1/auditor_eval_first_stage_v1_test.md``).
+The closest prototype's domain
 is reported with either scorer, for logs.
 
 Prototypes and classifier are versioned; changing either changes every score,

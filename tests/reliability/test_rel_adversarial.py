@@ -238,7 +238,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"
 
 def committed(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A committed measurement and its summary recomputed from its per-text verdicts."""
-    result = json.loads((RESULTS / f"{version}.json").read_text())
+    result = json.loads((RESULTS / "adversarial_memories" / f"{version}.json").read_text())
     data = load_set(version)
     judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
     return result, summarize(data, judged)

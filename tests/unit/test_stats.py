@@ -50,7 +50,7 @@ def test_committed_reports_still_load() -> None:
     from dmt_proxy.bench.auditor_eval.metrics import Summary
     from dmt_proxy.bench.iat.results import read_result
 
-    audits = sorted(RESULTS.glob("auditor_eval_qwen*.json"))
+    audits = sorted(RESULTS.glob("auditor_eval_v1/auditor_eval_qwen*.json"))
     iats = sorted(RESULTS.glob("iat/**/iat_result.json"))
     assert audits and iats
     for path in audits:

@@ -7,7 +7,7 @@ that audits). Seconds per call come from, in order: the run directory being resu
 live probe of the agent (a few decisions of one context, straight to the model,
 one after another), or fixed assumptions (flagged). A DIB decision with memory costs
 about what one without does once the memory block is in the server's prefix cache
-(``benchmarks/results/dib_memory_speed.md``), so the probe's memory-less decisions
+(``benchmarks/results/perf/dib_memory_speed/dib_memory_speed.md``), so the probe's memory-less decisions
 stand for all of them; the estimate divides by ``execution.dib_concurrency``.
 """
 

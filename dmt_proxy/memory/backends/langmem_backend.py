@@ -22,7 +22,7 @@ memories (``kind="consolidated"``) in the same namespace. Two managers:
 
 ``manager="auto"`` picks ``langmem`` only for a model that makes tool calls itself
 (``supports_tools``) and ``json`` for the local models, from
-``benchmarks/results/langmem_manager.md`` (qwen2.5-1.5b, the first 7 turns of one
+``benchmarks/results/langmem_manager/langmem_manager.md`` (qwen2.5-1.5b, the first 7 turns of one
 8-turn conversation, both managers interleaved): the JSON manager wrote in a median 11 s
 (p95 62 s) and its memories held 7 of 9 asked facts; langmem's manager took a
 median 52 s (p95 284 s: on updates trustcall's ``PatchDoc`` call, with its
