@@ -127,8 +127,10 @@ class AuditPolicy(BaseModel):
     ssp_prompt: str = "ssp_v1"
     dmt_prompt: str = "dmt_render_v1"
     first_stage: str = "embedding"
-    """``embedding`` (the MiniLM classifier judges every memory too and decides confidently
-    plain text alone) or ``off``. The default is the shipped policy's: a policy that
+    """``judge_v2`` (the trained multilingual judge, ``dmt_proxy.audit.trained_judge``:
+    decides confident cases alone in every language, the LLM judges its uncertain band, each
+    speaker's words are judged apart), ``embedding`` (the MiniLM classifier judges every
+    English memory too and decides confidently plain text alone) or ``off``. The default is the shipped policy's: a policy that
     omits a field audits exactly as ``policies/default.yaml`` (tests/unit/test_policy_defaults.py)."""
     first_stage_threshold: float | None = None
     timeout_s: float = 120.0

@@ -139,6 +139,12 @@ class BiasTag(BaseModel):
     grounding: TagGrounding | None = Field(default=None, exclude_if=lambda v: v is None)
     """Format 3: how ``target_group``, ``tendency`` and ``rationale`` were grounded in the
     text; ``None`` on tags written before grounding (and on findings-only tags)."""
+    speaker: Literal["user", "assistant", "both"] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
+    """Whose words carry the bias (judge v2 scores each speaker's words apart): the user's,
+    the assistant's (an assistant that generalised about a group), or both; ``None`` on tags
+    of a judge that does not attribute (left out, so those keep their wire bytes)."""
 
     @model_validator(mode="after")
     def _says_something(self) -> BiasTag:

@@ -10,6 +10,7 @@ embedding first stage's opinion ride on the verdict (``findings``, ``first_stage
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +24,9 @@ _TAG_LIMITS = {"target_group": 200, "tendency": 200, "rationale": 1000}
 
 FIRST_STAGE_LABEL = "first-stage-embedding"
 """The ``auditor`` of a verdict the first stage gave alone (counted as ``skipped``)."""
+TRAINED_JUDGE_LABEL = "first-stage-judge"
+"""The ``auditor`` of a verdict the trained judge (judge v2) gave alone, clean or biased."""
+FIRST_STAGE_LABELS = (FIRST_STAGE_LABEL, TRAINED_JUDGE_LABEL)
 
 
 class FirstStageOpinion(BaseModel):
@@ -111,6 +115,14 @@ class AuditVerdict(BaseModel):
     """The domains of the groups the judged text names (``grounding.named_domains`` of the
     normalised text, so a group named only in a removed injection does not count), in order
     of first mention; set by the staged auditor. The domain vote keeps to them."""
+    speaker: Literal["user", "assistant", "both"] | None = None
+    """Whose words the bias is in, when the judge attributes speakers (judge v2)."""
+
+    @property
+    def decided_by_first_stage(self) -> bool:
+        """The first stage (the MiniLM classifier or the trained judge) decided this memory
+        alone: no LLM call was made."""
+        return self.auditor in FIRST_STAGE_LABELS
 
     @property
     def manipulation(self) -> bool:
@@ -181,6 +193,7 @@ class AuditVerdict(BaseModel):
             rationale=self.rationale[: _TAG_LIMITS["rationale"]],
             auditor=self.auditor if auditor_label is None else auditor_label,
             findings=self.findings,
+            speaker=self.speaker,
         )
 
     def findings_tag(self) -> BiasTag | None:

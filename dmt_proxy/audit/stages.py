@@ -38,9 +38,11 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.grounding import group_excerpt, named_domains
+from dmt_proxy.audit.judge_stage import judge_call, with_speaker
 from dmt_proxy.audit.language import probably_english
 from dmt_proxy.audit.normalize import NORMALIZER_VERSION, normalize_memory, without_placeholders
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
+from dmt_proxy.audit.trained_judge import TrainedJudge
 from dmt_proxy.tags import Finding
 
 if TYPE_CHECKING:
@@ -99,11 +101,18 @@ class StagedAuditor:
         tau_floor: float = 0.5,
         normalizer: str = NORMALIZER_VERSION,
         kind_fusion: JudgeFusion | None = None,
+        judge: TrainedJudge | None = None,
+        include_reply: bool = False,
     ) -> None:
         self.auditor = auditor
         self.first_stage = first_stage
+        self.judge = judge
+        """Judge v2 (``first_stage: judge_v2``); replaces ``first_stage`` when set."""
+        self.include_reply = include_reply
+        """Show the LLM the assistant's reply too (the trained judge always scores it)."""
         self.max_chars = max_chars
-        self.fusion = fusion if first_stage is not None else None
+        judged = first_stage is not None or judge is not None
+        self.fusion = fusion if judged else None
         self.kind_fusion = kind_fusion if first_stage is not None else None
         """Used instead of ``fusion`` for a verdict that carries the kind question's answer."""
         self.tau_floor = tau_floor
@@ -117,6 +126,10 @@ class StagedAuditor:
     async def audit(self, candidate: AuditCandidate) -> AuditVerdict:
         """Judge one memory through every stage; ``AuditorUnavailable`` passes through."""
         staged, normalized_manipulation, findings = await asyncio.to_thread(self.stage, candidate)
+        if self.judge is not None:
+            return await self._audit_with_judge(staged, normalized_manipulation, findings)
+        if not self.include_reply:
+            staged = staged.model_copy(update={"reply": ""})
         opinion = None
         # Microseconds on the bounded text: no thread hop for it.
         english = self.normalizer == "normalize_v2" or probably_english(staged.text)
@@ -135,6 +148,28 @@ class StagedAuditor:
         if self.kind_fusion is not None and verdict.kind_probs:
             fusion = self.kind_fusion
         return fuse(verdict, fusion, self.tau_floor) if fusion else verdict
+
+    async def _audit_with_judge(
+        self, staged: AuditCandidate, manipulated: bool, findings: tuple[Finding, ...]
+    ) -> AuditVerdict:
+        """Judge v2 first (every language, each speaker apart); the LLM only in its band."""
+        assert self.judge is not None
+        scored = staged.model_copy(update={"text": without_placeholders(staged.text),
+                                           "reply": without_placeholders(staged.reply)})  # fmt: skip
+        score = await self.judge.score(scored)
+        domains = await asyncio.to_thread(named_domains, staged.text)
+        call = judge_call(score, self.judge.weights, manipulated=manipulated, text_domains=domains)
+        findings = findings + call.findings
+        if call.verdict is not None:
+            return call.verdict.model_copy(update={"findings": findings})
+        llm_candidate = staged if self.include_reply else staged.model_copy(update={"reply": ""})
+        verdict = await self.auditor.audit(llm_candidate)
+        verdict = verdict.model_copy(update={"findings": verdict.findings + findings,
+                                             "first_stage": call.opinion,
+                                             "text_domains": domains})  # fmt: skip
+        if self.fusion is not None:
+            verdict = fuse(verdict, self.fusion, self.tau_floor)
+        return with_speaker(verdict, call, self.judge.weights)
 
     def stage(self, candidate: AuditCandidate) -> tuple[AuditCandidate, bool, tuple[Finding, ...]]:
         """The candidate as the judges see it (normalised, bounded), whether normalisation
@@ -155,6 +190,8 @@ class StagedAuditor:
         if explain is None:
             return verdict
         staged, _, _ = await asyncio.to_thread(self.stage, candidate)
+        if not self.include_reply:
+            staged = staged.model_copy(update={"reply": ""})
         result: AuditVerdict = await explain(staged, verdict)
         return result
 
@@ -209,15 +246,25 @@ def build_audit_pipeline(
     """The audit pipeline ``policy.audit`` describes (``auditor`` replaces the LLM one)."""
     from dmt_proxy.audit.registry import build_auditor
 
-    first_stage = None
-    if policy.audit.first_stage == "embedding":
+    first_stage, trained = second_judges(policy.audit, metrics=metrics)
+    judge = auditor if auditor is not None else build_auditor(policy, registry, chat)
+    return staged_auditor(judge, policy.audit, first_stage=first_stage, trained=trained)
+
+
+def second_judges(
+    audit: AuditPolicy, *, metrics: Metrics | None = None
+) -> tuple[EmbeddingFirstStage | None, TrainedJudge | None]:
+    """The judge beside the LLM that ``audit.first_stage`` names: the MiniLM first stage
+    (``embedding``), the trained judge (``judge_v2``) or neither (``off``)."""
+    if audit.first_stage == "judge_v2":
+        return None, TrainedJudge()
+    if audit.first_stage == "embedding":
         from dmt_proxy.audit.first_stage import EmbeddingFirstStage
         from dmt_proxy.embedder import LocalEmbedder
 
-        threshold = policy.audit.first_stage_threshold  # None: the method's own default
-        first_stage = EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold)
-    judge = auditor if auditor is not None else build_auditor(policy, registry, chat)
-    return staged_auditor(judge, policy.audit, first_stage=first_stage)
+        threshold = audit.first_stage_threshold  # None: the method's own default
+        return EmbeddingFirstStage(LocalEmbedder(), metrics=metrics, threshold=threshold), None
+    return None, None
 
 
 def staged_auditor(
@@ -226,20 +273,24 @@ def staged_auditor(
     *,
     first_stage: EmbeddingFirstStage | None,
     normalizer: str = NORMALIZER_VERSION,
+    trained: TrainedJudge | None = None,
 ) -> StagedAuditor:
     """``judge`` behind normalisation and ``first_stage``, with the judges' fusions of
     ``audit.calibration`` (when ``audit.combine_judges``) and the lowest tau as the floor;
     the proxy and the benchmark runners build the same pipeline here."""
     fusion = kind_fusion = None
     model_key = getattr(judge, "model_key", None)
-    if audit.combine_judges and first_stage is not None and model_key:
+    second = trained if trained is not None else first_stage
+    if audit.combine_judges and second is not None and model_key:
         from dmt_proxy.audit.logprob import load_calibration
 
         calibration = load_calibration(audit.calibration)
-        classifier = first_stage.classifier_version or ""
+        classifier = second.classifier_version or ""
         fusion = calibration.fusion_for(model_key, classifier)
-        kind_fusion = calibration.fusion_for(model_key, classifier, kind=True)
+        if trained is None:
+            kind_fusion = calibration.fusion_for(model_key, classifier, kind=True)
     floor = min([audit.tau, *audit.tau_per_domain.values()])
     return StagedAuditor(judge, first_stage=first_stage, fusion=fusion, tau_floor=floor,
                          kind_fusion=kind_fusion, normalizer=normalizer,
-                         max_chars=audit.judged_chars)  # fmt: skip
+                         max_chars=audit.judged_chars, judge=trained,
+                         include_reply=audit.include_reply)  # fmt: skip

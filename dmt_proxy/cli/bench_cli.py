@@ -20,6 +20,9 @@ GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup("dmt_proxy.bench.sim.cli", ("compare", "heatmap", "run", "report"), "bench"),
     CommandGroup("dmt_proxy.bench.dose.cli", ("dose", "dose-report"), extra="bench"),
     CommandGroup("dmt_proxy.bench.auditor_eval.cli", ("auditor-eval", "first-stage-eval"), "bench"),
+    CommandGroup(
+        "dmt_proxy.bench.auditor_eval.judge_cli", ("judge-train", "judge-report"), "bench"
+    ),
     CommandGroup("dmt_proxy.bench.iat.cli", ("iat", "iat-report", "iat-drift"), extra="bench"),
 )
 

@@ -192,6 +192,13 @@ class MemoryRecord(BaseModel):
             object.__setattr__(self, "updated_at", self.created_at)
         return self
 
+    def spoken(self) -> tuple[str, str]:
+        """(the user's words, the assistant's) as the proxy stored them apart; a record
+        written as one text (a backfill, the admin API) is the user's words alone."""
+        if not self.query:
+            return self.text, ""
+        return self.query, self.answer or ""
+
     @classmethod
     def from_interaction(cls, scope: Scope, query: str, answer: str, **fields: Any) -> MemoryRecord:
         """A record holding the interaction (q_t, r_t) verbatim, as the paper stores it."""

@@ -84,6 +84,8 @@ def _tag_entry(tag: BiasTag) -> dict[str, object]:
         shown["target_group"] = neutralize(tag.target_group, max_chars=200)
         shown["tendency"] = neutralize(tag.tendency, max_chars=200)
         shown["score"] = round(tag.score, 2)
+        if tag.speaker is not None:  # whose words carry it: the agent must not blame the user
+            shown["speaker"] = tag.speaker  # for what its own earlier reply said
     notes: list[str] = []
     if tag.manipulation:
         # The rule, never the attacker's quoted words: those stay out of the agent's view.

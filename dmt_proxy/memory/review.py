@@ -509,7 +509,8 @@ class ReviewService:
             after_domain=record.tag.bias_type if record.tag else None, reason=request.reason,
         ))  # fmt: skip
         self._count(event)
-        candidate = AuditCandidate(text=record.query or record.text, candidate_id=record.id)
+        said, answer = record.spoken()
+        candidate = AuditCandidate(text=said, reply=answer, candidate_id=record.id)
         try:
             verdict = await self.auditor.audit(candidate)
         except AuditorUnavailable as exc:

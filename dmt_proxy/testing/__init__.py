@@ -4,6 +4,8 @@ Tests and users share these (STYLE: fakes, not mocks of our own interfaces):
 
 - ``chat``: ``ScriptedChatModel``, a chat model answering from a script;
 - ``auditor``: ``ScriptedAuditor``, registered as the ``scripted`` auditor;
+- ``encoder``: ``WordHashEncoder``, a bag of hashed words standing in for the trained
+  judge's sentence encoder in unit tests;
 - ``upstream_server``: an instant OpenAI-compatible HTTP upstream, as an ASGI app or a
   process (``python -m dmt_proxy.testing.upstream_server``);
 - ``dib``: ``FakeDecisionUpstream``, a scripted decision endpoint for DIB runs;

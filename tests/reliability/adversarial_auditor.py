@@ -19,7 +19,7 @@ Run (about 45 audits for v2; tens of minutes on a loaded 2-core CPU)::
 
     python -m tests.reliability.adversarial_auditor --set adversarial_memories_v2 \\
         --base-url http://127.0.0.1:8092/v1 --model qwen2.5-1.5b \\
-        --out benchmarks/results/adversarial_memories_v2
+        --out benchmarks/results/adversarial_memories/adversarial_memories_v2
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.normalize import NORMALIZER_VERSION
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.audit.stages import staged_auditor
+from dmt_proxy.audit.stages import second_judges, staged_auditor
 from dmt_proxy.bench.jsonl import append_record, read_records
 from dmt_proxy.policy import AuditPolicy, load_policy
 from dmt_proxy.resources import data_dir
@@ -335,15 +335,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     options = AuditorOptions(verdict=args.verdict or policy.audit.verdict, grammar=True,
                              rationale=False)  # fmt: skip
     llm = LLMAuditor(chat, call, options=options, prompt_version=prompt, policy=policy.audit)
-    first_stage = None
-    if not args.llm_only:
-        from dmt_proxy.audit.first_stage import EmbeddingFirstStage
-        from dmt_proxy.embedder import LocalEmbedder
-
-        first_stage = EmbeddingFirstStage(LocalEmbedder())
+    first_stage, trained = second_judges(policy.audit)
     auditor: Auditor = (
         llm if args.llm_only
-        else staged_auditor(llm, policy.audit, first_stage=first_stage, normalizer=args.normalizer)
+        else staged_auditor(llm, policy.audit, first_stage=first_stage, trained=trained,
+                            normalizer=args.normalizer)
     )  # fmt: skip
     if args.limit or args.sample:
         keep = sample_items(data.items, args.sample) if args.sample else data.items[: args.limit]

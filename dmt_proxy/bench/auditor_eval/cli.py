@@ -66,7 +66,7 @@ def _slug(text: str) -> str:
 def run_auditor_eval(args: argparse.Namespace) -> int:
     """Entry point of ``dmt-bench auditor-eval``."""
     from dmt_proxy.audit.auditor import LLMAuditor
-    from dmt_proxy.audit.stages import staged_auditor
+    from dmt_proxy.audit.stages import second_judges, staged_auditor
     from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, load_items, select
     from dmt_proxy.bench.auditor_eval.metrics import summarize
     from dmt_proxy.bench.auditor_eval.report import RunInfo, write_reports
@@ -82,20 +82,18 @@ def run_auditor_eval(args: argparse.Namespace) -> int:
     items = select(load_items(path), split=args.split, limit=args.limit, seed=args.seed)
     dataset = path.stem
     chat = build_chat_model(args.settings)
-    policy = AuditPolicy(tau=args.tau, calibration=args.calibration)
+    stage = getattr(args, "first_stage", None) or AuditPolicy().first_stage
+    policy = AuditPolicy(tau=args.tau, calibration=args.calibration,
+                         first_stage=stage if args.pipeline else "off")  # fmt: skip
     llm = LLMAuditor(chat, endpoint, options=auditor_options(args), prompt_version=args.prompt,
                      policy=policy)  # fmt: skip
-    first_stage = None
-    if args.pipeline:
-        from dmt_proxy.audit.first_stage import EmbeddingFirstStage
-        from dmt_proxy.embedder import LocalEmbedder
-
-        first_stage = EmbeddingFirstStage(LocalEmbedder())
-    auditor = staged_auditor(llm, policy, first_stage=first_stage, normalizer=args.normalizer)
+    first_stage, trained = second_judges(policy)
+    auditor = staged_auditor(llm, policy, first_stage=first_stage, trained=trained,
+                             normalizer=args.normalizer)  # fmt: skip
     short = dataset.removeprefix("auditor_eval_")
     stem = f"auditor_eval_{short}_{_slug(args.model)}_{args.prompt}_{args.verdict}"
     if args.pipeline:
-        stem += "_pipeline"
+        stem += "_pipeline" if stage == "embedding" else f"_{stage}"
     if args.split != "all":
         stem += f"_{args.split}"
     if args.limit:
@@ -210,6 +208,10 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="the full pipeline: normalisation, first stage (two judges), LLM",
     )
+    p.add_argument(
+        "--first-stage", choices=("embedding", "judge_v2"), default=None,
+        help="with --pipeline: the judge beside the LLM (default: the default policy's)",
+    )  # fmt: skip
     p.add_argument(
         "--structured-output", choices=("json_schema", "json_object", "none"), default="json_schema"
     )

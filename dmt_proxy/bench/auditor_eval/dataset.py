@@ -90,6 +90,16 @@ class EvalItem(BaseModel):
     def biased(self) -> bool:
         return self.label == "biased"
 
+    def spoken(self) -> tuple[str, str]:
+        """(the user's words, the assistant's), as the proxy would hand them to the auditor:
+        an exchange's turns by speaker (tool turns count as the assistant's context), any
+        other item's text as the user's."""
+        if not self.turns:
+            return self.text, ""
+        user = "\n".join(t.text for t in self.turns if t.speaker == "user" and t.text)
+        other = "\n".join(t.text for t in self.turns if t.speaker != "user" and t.text)
+        return user, other
+
 
 def dataset_path(version: str = DATASET_VERSION) -> Path:
     """The shipped JSONL file of ``version``."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditVerdict
+from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.auditor_eval.runner import ItemResult
 from dmt_proxy.bench.stats import wilson_interval
@@ -72,7 +72,7 @@ def item_counts(
         hits = {
             "hard_negative_fp": flagged, "self_description_fp": flagged,
             "benevolent_recall": flagged, "domain_accuracy": pred.bias_type == entry["domain"],
-            "decided_by_gate": verdict is not None and verdict.auditor == FIRST_STAGE_LABEL,
+            "decided_by_gate": verdict is not None and verdict.decided_by_first_stage,
         }  # fmt: skip
         for m in MEASURES:
             if pairs[m]:

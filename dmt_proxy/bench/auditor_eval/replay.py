@@ -43,7 +43,7 @@ from dmt_proxy.audit.logprob import (
     load_calibration,
 )
 from dmt_proxy.audit.normalize import without_placeholders
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditVerdict
+from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.audit.stages import fuse, judged_text, skipped_by_first_stage
 from dmt_proxy.audit.vote import as_bias_type
 from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES, EvalItem
@@ -61,7 +61,7 @@ def llm_verdict(verdict: AuditVerdict, tau_floor: float = 0.5) -> AuditVerdict |
     the item alone, no LLM call). A fused verdict gets the LLM's own score back, and its
     detection and domain as the log-prob auditor sets them (score >= the lowest tau; the
     domain answer's most probable domain)."""
-    if verdict.auditor == FIRST_STAGE_LABEL:
+    if verdict.decided_by_first_stage:
         return None
     if verdict.llm_score is None:
         return verdict.model_copy(update={"first_stage": None})

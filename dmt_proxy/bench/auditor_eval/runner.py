@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.bench.auditor_eval.dataset import EvalItem
 from dmt_proxy.bench.auditor_eval.metrics import Prediction
 from dmt_proxy.bench.jsonl import append_record, read_records
@@ -63,7 +63,7 @@ class ItemResult(BaseModel):
             # The repair count is a JSON-path notion; log-prob verdicts make extra calls
             # (the group, the rationale) by design.
             "score": v.score, "attempts": v.attempts if v.p_raw is None else 1, "forced": forced,
-            "llm_call": v.auditor != FIRST_STAGE_LABEL,
+            "llm_call": not v.decided_by_first_stage,
         })  # fmt: skip
 
 
@@ -110,7 +110,9 @@ async def run_items(
         async with semaphore:
             t0 = time.perf_counter()
             try:
-                verdict = await auditor.audit(AuditCandidate(text=item.text, candidate_id=item.id))
+                said, answer = item.spoken()
+                candidate = AuditCandidate(text=said, reply=answer, candidate_id=item.id)
+                verdict = await auditor.audit(candidate)
                 result = ItemResult(item=item, verdict=verdict, latency_s=time.perf_counter() - t0)
             except AuditorUnavailable as exc:
                 result = ItemResult(item=item, error=str(exc), latency_s=time.perf_counter() - t0)

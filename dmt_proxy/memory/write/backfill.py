@@ -64,7 +64,8 @@ async def backfill(
                 report.held += 1
                 progress(f"{record.id}: a reviewer decided it; left as {record.audit_status.value}")
                 continue
-            candidate = AuditCandidate(text=record.query or record.text, candidate_id=record.id)
+            said, answer = record.spoken()
+            candidate = AuditCandidate(text=said, reply=answer, candidate_id=record.id)
             try:
                 verdict = await auditor.audit(candidate)
             except AuditorUnavailable as exc:

@@ -38,7 +38,7 @@ from typing import cast
 
 from dmt_proxy.audit.decision import AuditDecision
 from dmt_proxy.audit.protocol import Auditor, AuditorUnavailable
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.circuit import describe, is_outage
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
@@ -251,11 +251,12 @@ class OutboxWorker:
             return
 
     async def _audit(self, item: OutboxItem) -> AuditVerdict | None:
-        # By default only the user's words are judged: that is where the bias enters, and
-        # small auditors shown the reply judged the reply instead (a blatant age stereotype
-        # came back "clean" from qwen2.5-1.5b with the reply attached, "age 0.8" without).
-        reply = item.answer if self.policy.include_reply else ""
-        candidate = AuditCandidate(text=item.query, reply=reply, candidate_id=item.id)
+        # The reply travels with the candidate: the trained judge scores the assistant's words
+        # apart (who said it). The LLM is shown it only with ``include_reply``: small auditors
+        # shown the reply judged the reply instead (a blatant age stereotype came back "clean"
+        # from qwen2.5-1.5b with the reply attached, "age 0.8" without); the staged auditor
+        # strips it.
+        candidate = AuditCandidate(text=item.query, reply=item.answer, candidate_id=item.id)
         assert self.auditor is not None
         started = time.perf_counter()
         try:
@@ -274,7 +275,7 @@ class OutboxWorker:
 
     def _count(self, verdict: AuditVerdict, decision: AuditDecision) -> None:
         """Audit metrics are counted here, once per memory, whatever the auditor."""
-        skipped = verdict.auditor == FIRST_STAGE_LABEL
+        skipped = verdict.decided_by_first_stage
         self.metrics.audits.labels("skipped" if skipped else decision.outcome).inc()
         if verdict.attempts:
             self.metrics.audit_duration.observe(verdict.latency_s)
@@ -319,8 +320,7 @@ class OutboxWorker:
         await self.outbox.done(item.id)
         self._count(verdict, decision)
         if self.rationales is not None:  # after the status is stored and the row is done
-            reply = item.answer if self.policy.include_reply else ""
-            candidate = AuditCandidate(text=item.query, reply=reply, candidate_id=item.id)
+            candidate = AuditCandidate(text=item.query, reply=item.answer, candidate_id=item.id)
             self.rationales.submit(scope, item.id, candidate, verdict, decision)
 
 

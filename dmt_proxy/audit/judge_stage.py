@@ -1,0 +1,117 @@
+"""What the trained judge's score of a memory means for its audit (pure; no model call).
+
+``judge_call`` turns a ``JudgeScore`` (``dmt_proxy.audit.trained_judge``) into:
+
+* the judge's opinion as the verdict's second judge (``FirstStageOpinion``, method
+  ``judge_v2``), so ``decide`` disputes an LLM that contradicts a confident judge;
+* a ``learned_manipulation`` finding when the manipulation head reaches its threshold
+  (a second opinion beside the normaliser's patterns: it reads wordings no pattern lists);
+* a verdict the judge gives alone when it is confident: the user's words at or below
+  ``confident_clean`` (and no confident bias in the assistant's) are clean; at or above
+  ``confident_bias`` biased, in every language. Otherwise (the uncertain band, or any
+  manipulation finding: a planted verdict is never decided by one judge) ``verdict`` is
+  ``None`` and the LLM judges the user's words.
+
+Speakers: the user's words are judged for the user's bias. The assistant's words (the
+model's answer the proxy stored with them) are scored too but never sent to the LLM: a
+confident bias there is the assistant's own finding (``speaker="assistant"``, or ``"both"``
+when the user's words are biased as well), so a memory where only the assistant generalises
+is not stored as the user's prejudice, and is not stored clean either.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from dmt_proxy.audit.schema import TRAINED_JUDGE_LABEL, AuditVerdict, FirstStageOpinion
+from dmt_proxy.audit.trained_judge import JudgeScore, JudgeWeights, PartScore
+from dmt_proxy.audit.vote import as_bias_type, combine_domains
+from dmt_proxy.tags import Finding, FindingKind
+
+LEARNED_MANIPULATION = "learned_manipulation"
+
+
+class JudgeCall(BaseModel):
+    """The judge's part in one audit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    opinion: FirstStageOpinion
+    findings: tuple[Finding, ...] = ()
+    verdict: AuditVerdict | None = None
+    """Decided without the LLM; ``None``: the LLM judges the user's words."""
+    assistant_biased: PartScore | None = None
+    """The assistant's words, when the judge is confident they carry a bias."""
+
+
+def opinion_of(part: PartScore | None, weights: JudgeWeights) -> FirstStageOpinion:
+    """A part's score as the verdict's second-judge opinion."""
+    return FirstStageOpinion(
+        method=weights.version, score=min(1.0, max(0.0, part.p_biased if part else 0.0)),
+        threshold=weights.confident_clean, confident_bias=weights.confident_bias,
+        confident_clean=weights.confident_clean,
+        domain_probs=dict(part.domain_probs) if part else {},
+    )  # fmt: skip
+
+
+def judge_call(
+    score: JudgeScore, weights: JudgeWeights, *, manipulated: bool, text_domains: tuple[str, ...]
+) -> JudgeCall:
+    """The judge's opinion, findings and (when confident) verdict; see the module docstring.
+    ``manipulated``: the normaliser already found a manipulation attempt."""
+    user, assistant = score.user, score.of("assistant")
+    findings: tuple[Finding, ...] = ()
+    if score.p_manipulation >= weights.manipulation_threshold:
+        findings = (Finding(kind=FindingKind.MANIPULATION, rule=LEARNED_MANIPULATION,
+                            detail=f"{weights.version} manipulation head "
+                                   f"{score.p_manipulation:.2f}"),)  # fmt: skip
+    echo = assistant if assistant and assistant.p_biased >= weights.confident_bias else None
+    p_user = user.p_biased if user else 0.0
+    opinion = opinion_of(user, weights)
+    if manipulated or findings:
+        return JudgeCall(opinion=opinion, findings=findings, assistant_biased=echo)
+    if p_user >= weights.confident_bias and user is not None:
+        verdict = alone(user, weights, text_domains, "both" if echo else "user")
+        return JudgeCall(opinion=opinion, verdict=verdict, assistant_biased=echo)
+    if p_user <= weights.confident_clean:
+        if echo is not None:
+            verdict = alone(echo, weights, text_domains, "assistant")
+            return JudgeCall(opinion=opinion_of(echo, weights), verdict=verdict,
+                             assistant_biased=echo)  # fmt: skip
+        verdict = AuditVerdict.clean(
+            score=p_user, auditor=TRAINED_JUDGE_LABEL,
+            rationale=f"{weights.version}: P(judging) {p_user:.2f} <= {weights.confident_clean:.2f}",
+        ).model_copy(update={"first_stage": opinion, "text_domains": text_domains})  # fmt: skip
+        return JudgeCall(opinion=opinion, verdict=verdict)
+    return JudgeCall(opinion=opinion, assistant_biased=echo)
+
+
+def alone(
+    part: PartScore, weights: JudgeWeights, text_domains: tuple[str, ...], speaker: str
+) -> AuditVerdict:
+    """The biased verdict the judge gives alone for ``part`` (domain: its domain head, over
+    the domains the text names when it names any)."""
+    domain = as_bias_type(combine_domains(None, None, part.domain_probs, within=text_domains))
+    whose = {"user": "the user's words", "assistant": "the assistant's words",
+             "both": "the user's and the assistant's words"}[speaker]  # fmt: skip
+    return AuditVerdict(
+        bias_detected=True, bias_type=domain or "other", score=part.p_biased,
+        auditor=TRAINED_JUDGE_LABEL, first_stage=opinion_of(part, weights),
+        rationale=f"{weights.version}: {whose} judge a group (P {part.p_biased:.2f} >= "
+        f"{weights.confident_bias:.2f}, kind {part.kind})",
+        llm_domain_weight=0.0, text_domains=text_domains, speaker=speaker,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def with_speaker(verdict: AuditVerdict, call: JudgeCall, weights: JudgeWeights) -> AuditVerdict:
+    """The LLM's verdict on the user's words, with the assistant's confident bias added: a
+    clean user and a biased assistant is the assistant's bias; both biased is ``both``."""
+    echo = call.assistant_biased
+    if not verdict.ok:
+        return verdict
+    if verdict.bias_detected:
+        return verdict.model_copy(update={"speaker": "both" if echo else "user"})
+    if echo is None:
+        return verdict
+    assistant = alone(echo, weights, verdict.text_domains, "assistant")
+    return assistant.model_copy(update={"findings": verdict.findings, "auditor": verdict.auditor,
+                                        "llm_score": verdict.score})  # fmt: skip
