@@ -1,7 +1,8 @@
 """The types a request carries between the API layer, the pipeline and the memory service.
 
-They sit below all three (they import only plain types), so the memory service can
-implement ``MemoryService`` without importing the pipeline that calls it.
+They sit below all three (they import only plain types, and no policy parser: the mode
+is ``dmt_proxy.modes.Mode``), so the memory service can implement ``MemoryService``
+without importing the pipeline that calls it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from enum import Enum
 from typing import Protocol
 
 from dmt_proxy.memory.base import Scope
-from dmt_proxy.policy import Mode
+from dmt_proxy.modes import Mode
 from dmt_proxy.turns import MemoryAccess, Retrieval, RetrievalOutcome
 
 
@@ -58,7 +59,12 @@ class RequestContext:
 
 @dataclass(frozen=True)
 class Exchange:
-    """A finished interaction ``(q_t, r_t)``, the unit written to memory."""
+    """A finished interaction ``(q_t, r_t)``, the unit written to memory.
+
+    It travels as it is: the memory service enqueues it, the outbox keeps it
+    (``dmt_proxy.memory.write.outbox``) and hands it to the worker inside the row's
+    ``OutboxItem``, still typed (``mode`` a ``Mode``, not its text).
+    """
 
     scope: Scope
     query: str

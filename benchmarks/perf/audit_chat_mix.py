@@ -55,6 +55,7 @@ from audit_throughput import TimingAuditor  # noqa: E402
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL  # noqa: E402
 from dmt_proxy.audit.stages import build_audit_pipeline  # noqa: E402
 from dmt_proxy.bench.stats import percentile  # noqa: E402
+from dmt_proxy.exchange import Exchange  # noqa: E402
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend  # noqa: E402
 from dmt_proxy.memory.base import Scope  # noqa: E402
 from dmt_proxy.memory.write.outbox import SqliteOutbox  # noqa: E402
@@ -131,8 +132,9 @@ async def run_mix(settings: Settings, items: list[dict[str, Any]], args: argpars
         enqueued: dict[str, float] = {}
         ids: dict[str, str] = {}
         for item in items:
-            memory_id = await outbox.enqueue(scope=scope, query=item["text"], answer="OK.",
-                                             request_id=item["id"], mode=Mode.DMT.value)  # fmt: skip
+            exchange = Exchange(scope=scope, query=item["text"], answer="OK.",
+                                request_id=item["id"], mode=Mode.DMT)  # fmt: skip
+            memory_id = await outbox.enqueue(exchange)
             enqueued[memory_id] = time.time()
             ids[memory_id] = item["id"]
         worker.start()

@@ -38,6 +38,7 @@ from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
 from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.write.outbox import SqliteOutbox
@@ -92,8 +93,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         started = time.time()
         enqueued: dict[str, float] = {}
         for item in items:
-            memory_id = await outbox.enqueue(scope=scope, query=item.text, answer="OK.",
-                                             request_id=item.id, mode=Mode.DMT.value)  # fmt: skip
+            exchange = Exchange(scope=scope, query=item.text, answer="OK.", request_id=item.id,
+                                mode=Mode.DMT)  # fmt: skip
+            memory_id = await outbox.enqueue(exchange)
             enqueued[memory_id] = time.time()
         worker.start()
         drained = await drain(worker, timeout_s=args.max_wall_s)

@@ -34,7 +34,8 @@ import httpx
 
 from dmt_proxy.bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
 from dmt_proxy.bench.stats import wilson_interval
-from dmt_proxy.memory.render import RenderItem, render_memories
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.render import render_memories
 from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.tags import AuditStatus, BiasTag
@@ -54,7 +55,7 @@ UNRELATED = (
 CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-def memory_items(*, audited: bool) -> list[RenderItem]:
+def memory_items(*, audited: bool) -> list[MemoryEntry]:
     """The five memories; audited ones carry statuses and one bias tag (item 4)."""
     items = []
     for i, text in enumerate(UNRELATED):
@@ -69,7 +70,8 @@ def memory_items(*, audited: bool) -> list[RenderItem]:
                     tendency="disfavoring older workers",
                     score=0.8,
                 )
-        items.append(RenderItem(text, CREATED, status, tag))
+        items.append(MemoryEntry(id=f"m{i}", user="bench", text=text, created_at=CREATED,
+                                 audit_status=status, tag=tag))  # fmt: skip
     return items
 
 

@@ -49,6 +49,8 @@ from _procs import python, start, stop
 
 from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.bench.stats import percentile
+from dmt_proxy.exchange import Exchange
+from dmt_proxy.modes import Mode
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -226,8 +228,8 @@ async def throughput_row(cluster: Any, tmp: Path, workers: int, args: argparse.N
             async def producer() -> None:
                 while queue:
                     i = queue.pop()
-                    await outbox.enqueue(scope=Scope(user=f"u{i % 10}"), query=f"note {i}",
-                                         answer="ok", request_id=f"r{i}", mode="dmt")  # fmt: skip
+                    await outbox.enqueue(Exchange(scope=Scope(user=f"u{i % 10}"), query=f"note {i}",
+                                                  answer="ok", request_id=f"r{i}", mode=Mode.DMT))  # fmt: skip
 
             await asyncio.gather(*(producer() for _ in range(8)))
             enqueue_s = time.perf_counter() - t0

@@ -9,9 +9,9 @@ Routes that read their raw body (to enforce the size limit before parsing, or to
 a key first) hide the request model from FastAPI; ``install_openapi`` adds each
 declared ``body``, and the ``X-DMT-*`` headers of the pipeline routes. The chat
 replies are documented by the models the chat route returns
-(``openai_types.ChatCompletion``), a memory and the outbox status by the service's own
-types (``memory.service.MemoryEntry``, ``OutboxStats``); the other response models here
-describe JSON their routes build themselves.
+(``openai_types.ChatCompletion``), a memory and the outbox status by the memory side's
+own types (``memory.entry.MemoryEntry``, ``memory.service.OutboxStats``); the other
+response models here describe JSON their routes build themselves.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_proxy.api.routing import Route
 from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
+from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.review import QueueItem
-from dmt_proxy.memory.service import MemoryEntry
 from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
 from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.policy import Mode

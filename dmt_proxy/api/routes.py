@@ -29,8 +29,9 @@ from dmt_proxy.api.openapi import (
     error_responses,
 )
 from dmt_proxy.api.routing import ANY_METHOD, Access, Responses, Route
+from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.review import MemoryDetail, Overview, ReviewOutcome, ReviewRequest, UserView
-from dmt_proxy.memory.service import MemoryEntry, OutboxStats
+from dmt_proxy.memory.service import OutboxStats
 from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
 from dmt_proxy.messages.protocol import MessageObject, MessagesRequest
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionRequest

@@ -38,7 +38,6 @@ import yaml
 from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.cli.demo_view import (
     INDENT,
-    MemoryRow,
     Remark,
     abbreviate,
     indented,
@@ -46,11 +45,13 @@ from dmt_proxy.cli.demo_view import (
     labelled,
     memory_block,
     progress_line,
+    settled,
     summary_line,
     timeout_message,
     verdict_line,
 )
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.policy import Policy, default_policy_path, load_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
@@ -237,10 +238,10 @@ class AdminApi:
             base_url=base_url, headers={"authorization": f"Bearer {admin_key}"}, timeout=30
         )
 
-    def memories(self, user: str) -> list[MemoryRow]:
+    def memories(self, user: str) -> list[MemoryEntry]:
         resp = self._client.get("/memories", params={"user": user})
         resp.raise_for_status()
-        return [MemoryRow.from_json(row) for row in resp.json()["data"]]
+        return [MemoryEntry.model_validate(row) for row in resp.json()["data"]]
 
     def outbox(self) -> dict[str, Any] | None:
         try:
@@ -280,20 +281,20 @@ def chat(client: OpenAI, model: str, text: str, user: str, *, mode: str,
 
 
 def wait_for_audits(admin: AdminApi, user: str, remarks: list[Remark],
-                    timeout_s: float) -> list[MemoryRow] | None:  # fmt: skip
+                    timeout_s: float) -> list[MemoryEntry] | None:  # fmt: skip
     """Poll the admin API, printing each verdict as it arrives; None on timeout."""
     started = time.monotonic()
     reported: set[str] = set()
     last_progress = ""
     last_printed = started
-    rows: list[MemoryRow] = []
+    rows: list[MemoryEntry] = []
     while True:
         rows = admin.memories(user)
         for row in rows:
-            if row.settled and row.id not in reported:
+            if settled(row) and row.id not in reported:
                 reported.add(row.id)
                 say(verdict_line(row, label_of(row, remarks)))
-        if len(rows) >= len(remarks) and all(r.settled for r in rows):
+        if len(rows) >= len(remarks) and all(settled(r) for r in rows):
             return rows
         elapsed = time.monotonic() - started
         if elapsed > timeout_s:

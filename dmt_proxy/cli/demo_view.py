@@ -1,4 +1,5 @@
-"""What ``dmt-proxy demo`` prints: pure functions over the admin API's memory rows.
+"""What ``dmt-proxy demo`` prints: pure functions over the memories the admin API lists
+(``MemoryEntry``, read back from ``GET /v1/memories``).
 
 Kept apart from the process and network plumbing in ``demo.py`` so the wording
 can be tested without a model.
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 INDENT = "      "
@@ -28,32 +30,12 @@ class Remark:
     text: str
 
 
-@dataclass(frozen=True)
-class MemoryRow:
-    """One memory as ``GET /v1/memories?user=...`` lists it."""
-
-    id: str
-    text: str
-    audit_status: AuditStatus
-    tag: BiasTag | None
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> MemoryRow:
-        """Parse one ``data`` item of the admin listing."""
-        tag = row.get("tag")
-        return cls(
-            id=str(row["id"]),
-            text=str(row["text"]),
-            audit_status=AuditStatus(row["audit_status"]),
-            tag=BiasTag.model_validate(tag) if tag else None,
-        )
-
-    @property
-    def settled(self) -> bool:
-        return self.audit_status in FINAL
+def settled(entry: MemoryEntry) -> bool:
+    """Whether ``entry``'s audit has ended (``FINAL``)."""
+    return entry.audit_status in FINAL
 
 
-def label_of(row: MemoryRow, remarks: Sequence[Remark]) -> str:
+def label_of(row: MemoryEntry, remarks: Sequence[Remark]) -> str:
     """Which remark ``row`` stores (its text starts ``User: <remark>``), or 'other'."""
     for remark in remarks:
         if row.text.startswith(f"User: {remark.text}"):
@@ -66,7 +48,7 @@ def describe_tag(tag: BiasTag) -> str:
     return f"{tag.bias_type}, score {tag.score:.2f} ({tag.target_group}; {tag.tendency})"
 
 
-def verdict_line(row: MemoryRow, label: str) -> str:
+def verdict_line(row: MemoryEntry, label: str) -> str:
     """The line printed when a memory's audit finishes."""
     status = row.audit_status.value
     if row.tag is not None and row.audit_status in (AuditStatus.TAGGED, AuditStatus.QUARANTINED):
@@ -76,9 +58,9 @@ def verdict_line(row: MemoryRow, label: str) -> str:
     return f"{INDENT}{label} remark -> {status}"
 
 
-def progress_line(rows: Sequence[MemoryRow], expected: int, elapsed_s: float) -> str:
+def progress_line(rows: Sequence[MemoryEntry], expected: int, elapsed_s: float) -> str:
     """A one-line progress report while the audits run."""
-    done = sum(1 for r in rows if r.settled)
+    done = sum(1 for r in rows if settled(r))
     stored = len(rows)
     where = f"{done} of {expected} audited"
     if stored < expected:
@@ -87,10 +69,10 @@ def progress_line(rows: Sequence[MemoryRow], expected: int, elapsed_s: float) ->
 
 
 def timeout_message(
-    rows: Sequence[MemoryRow], expected: int, timeout_s: float, outbox: Mapping[str, Any] | None
+    rows: Sequence[MemoryEntry], expected: int, timeout_s: float, outbox: Mapping[str, Any] | None
 ) -> str:
     """Why the demo gave up waiting, and what to look at."""
-    done = sum(1 for r in rows if r.settled)
+    done = sum(1 for r in rows if settled(r))
     msg = (
         f"the auditor had not finished after {timeout_s:.0f}s: {done} of {expected} "
         "memories audited"
@@ -139,7 +121,7 @@ def labelled(label: str, text: str, *, indent: str = INDENT, width: int = 100) -
     )
 
 
-def summary_line(rows: Sequence[MemoryRow], *, tag_in_prompt: bool) -> str:
+def summary_line(rows: Sequence[MemoryEntry], *, tag_in_prompt: bool) -> str:
     """The demo's last line: how many memories were tagged and whether the tag travelled."""
     tagged = [r for r in rows if r.tag is not None and r.audit_status is not AuditStatus.CLEAN]
     head = f"{len(tagged)} of {len(rows)} memories tagged"

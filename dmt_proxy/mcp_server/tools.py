@@ -32,7 +32,8 @@ from pydantic import ValidationError
 
 from dmt_proxy.errors import InvalidRequest
 from dmt_proxy.memory.base import MAX_TEXT_CHARS, Scope
-from dmt_proxy.memory.service import DurableMemoryService, MemoryEntry
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.policy import Mode
 from dmt_proxy.tags import AuditStatus
 

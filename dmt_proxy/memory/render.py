@@ -13,9 +13,12 @@ rewritten so a memory cannot even *look* like it carries an auditor's tag.
 In DMT modes each memory carries its audit status and, when tagged, its tag,
 preceded by the versioned instruction in ``auditor_prompts/<dmt_prompt>.md``.
 Without DMT the same block is rendered without tags (the unmitigated baseline).
-The ablation modes show one part each (``policy.Mode``): tags without the
+The ablation modes show one part each (``dmt_proxy.modes.Mode``): tags without the
 instruction (``dmt-tags``), or the instruction over untagged memories
 (``dmt-instruction``).
+
+The memories come as ``MemoryEntry`` (``dmt_proxy.memory.entry``), the one type every
+reader of a memory gets; what a block shows of each is computed here from it.
 """
 
 from __future__ import annotations
@@ -26,9 +29,8 @@ import json
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
+from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 _NONCE_KEY = secrets.token_bytes(32)
@@ -36,16 +38,6 @@ _NONCE_KEY = secrets.token_bytes(32)
 RESERVED = re.compile(
     r"bias[\s_\-]*tag|audit[\s_\-]*status|memory[\s_\-]*context|<\s*/?\s*memories|\[/?INST\]", re.I
 )
-
-
-@dataclass(frozen=True)
-class RenderItem:
-    """One retrieved memory, as the renderer needs it."""
-
-    text: str
-    created_at: datetime | None
-    audit_status: AuditStatus
-    tag: BiasTag | None
 
 
 def neutralize(text: str, *, max_chars: int = 4000) -> str:
@@ -62,10 +54,9 @@ def neutralize(text: str, *, max_chars: int = 4000) -> str:
     return cleaned
 
 
-def _entry(index: int, item: RenderItem, *, with_tags: bool) -> dict[str, object]:
-    entry: dict[str, object] = {"n": index, "text": neutralize(item.text)}
-    if item.created_at is not None:
-        entry["date"] = item.created_at.date().isoformat()
+def _entry(index: int, item: MemoryEntry, *, with_tags: bool) -> dict[str, object]:
+    entry: dict[str, object] = {"n": index, "text": neutralize(item.text),
+                                "date": item.created_at.date().isoformat()}  # fmt: skip
     if with_tags:
         # A disputed memory is shown as tagged: one judge is confident of a bias.
         status = (
@@ -98,7 +89,7 @@ def _tag_entry(tag: BiasTag) -> dict[str, object]:
 
 
 def render_memories(
-    items: Sequence[RenderItem],
+    items: Sequence[MemoryEntry],
     *,
     with_tags: bool,
     instruction: str = "",

@@ -33,7 +33,8 @@ from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.domains import BiasType
 from dmt_proxy.errors import NotFound, RequestError
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
-from dmt_proxy.memory.render import RenderItem, render_memories
+from dmt_proxy.memory.entry import MemoryEntry, ReviewedEntry
+from dmt_proxy.memory.render import render_memories
 from dmt_proxy.memory.write.outbox import Outbox
 from dmt_proxy.memory.write.trail import (
     MACHINE,
@@ -46,7 +47,8 @@ from dmt_proxy.memory.write.trail import (
 )
 from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import Mode, Policy
+from dmt_proxy.modes import Mode
+from dmt_proxy.policy import Policy
 from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind
 
 log = logging.getLogger(__name__)
@@ -183,28 +185,6 @@ class Evidence(BaseModel):
         return round(max(closeness, disagreement), 4)
 
 
-class MemoryView(BaseModel):
-    """One stored memory as a reviewer sees it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    user: str
-    text: str
-    query: str | None = None
-    created_at: datetime
-    updated_at: datetime | None = None
-    audit_status: AuditStatus
-    tag: BiasTag | None = None
-
-    @classmethod
-    def of(cls, record: MemoryRecord) -> MemoryView:
-        """The view of a stored record."""
-        return cls(id=record.id, user=record.scope.user, text=record.text, query=record.query,
-                   created_at=record.created_at, updated_at=record.updated_at,
-                   audit_status=record.audit_status, tag=record.tag)  # fmt: skip
-
-
 class QueueItem(BaseModel):
     """A memory waiting for a reviewer, with what orders it."""
 
@@ -238,7 +218,7 @@ class MemoryDetail(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    memory: MemoryView
+    memory: ReviewedEntry
     evidence: Evidence | None = None
     history: list[TrailEvent]
     held: bool
@@ -251,7 +231,7 @@ class UserView(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     user: str
-    memories: list[MemoryView]
+    memories: list[ReviewedEntry]
     block: str
 
 
@@ -262,7 +242,7 @@ class ReviewOutcome(BaseModel):
 
     object: str = "memory.review"
     event: TrailEvent
-    memory: MemoryView | None = None
+    memory: ReviewedEntry | None = None
     """``None`` once deleted (or dropped by a re-audit)."""
 
 
@@ -330,7 +310,7 @@ class ReviewService:
         record = None if scope is None else await self.backend.get(scope, memory_id)
         if record is None or not reviewer.sees(record.scope.user):
             queued = [i for i in await self.outbox.pending() if i.id == memory_id]
-            if queued and reviewer.sees(queued[0].user):
+            if queued and reviewer.sees(queued[0].exchange.scope.user):
                 raise RequestError(f"Memory '{memory_id}' is still being stored; try again soon.",
                                    param="id")  # fmt: skip
             raise NotFound(f"No memory with id '{memory_id}'.", param="id")
@@ -374,7 +354,7 @@ class ReviewService:
         history = await self.trail.history(memory_id)
         machine = [e for e in history if not e.human]
         evidence = Evidence.of(machine[-1]) if machine else None
-        return MemoryDetail(memory=MemoryView.of(record), evidence=evidence, history=history,
+        return MemoryDetail(memory=MemoryEntry.of(record), evidence=evidence, history=history,
                             held=is_held(history), views=self.views(record))  # fmt: skip
 
     def views(self, record: MemoryRecord) -> list[ModeView]:
@@ -382,10 +362,10 @@ class ReviewService:
         if record.quarantined:
             note = "quarantined: retrieval leaves it out in every mode"
             return [ModeView(mode=m.value, shown=False, note=note) for m in Mode]
-        item = RenderItem(record.text, record.created_at, record.audit_status, record.tag)
+        entry = MemoryEntry.of(record)
         return [
             ModeView(mode=m.value, shown=True, block=render_memories(
-                [item], with_tags=m.shows_tags, instruction=self.instruction,
+                [entry], with_tags=m.shows_tags, instruction=self.instruction,
                 show_instruction=m.shows_instruction))
             for m in Mode
         ]  # fmt: skip
@@ -398,10 +378,10 @@ class ReviewService:
         except ValidationError as exc:
             raise RequestError(f"Invalid user: {exc.errors()[0]['msg']}.", param="user") from None
         records = sorted(await self.backend.list(scope), key=lambda r: (r.created_at, r.id))
-        shown = [RenderItem(r.text, r.created_at, r.audit_status, r.tag)
-                 for r in records if not r.quarantined]  # fmt: skip
+        entries = [MemoryEntry.of(r) for r in records]
+        shown = [e for e in entries if e.audit_status is not AuditStatus.QUARANTINED]
         block = render_memories(shown, with_tags=True, instruction=self.instruction)
-        return UserView(user=full, memories=[MemoryView.of(r) for r in records], block=block)
+        return UserView(user=full, memories=entries, block=block)
 
     async def overview(self, reviewer: Reviewer, days: int = 14) -> Overview:
         """Audits by day, status and domain, the outbox, and the review rates."""
@@ -460,7 +440,7 @@ class ReviewService:
             after_domain=domain, reason=request.reason,
         ))  # fmt: skip
         self._count(event)
-        return ReviewOutcome(event=event, memory=None if after is None else MemoryView.of(after))
+        return ReviewOutcome(event=event, memory=None if after is None else MemoryEntry.of(after))
 
     def _decide(
         self, record: MemoryRecord, request: ReviewRequest, reviewer: Reviewer
@@ -520,7 +500,7 @@ class ReviewService:
         await record_verdict(self.trail, record.scope.user, record.id, verdict, decision,
                              self.policy.audit, before_status=before)  # fmt: skip
         after = await self.backend.get(record.scope, record.id)
-        return ReviewOutcome(event=event, memory=None if after is None else MemoryView.of(after))
+        return ReviewOutcome(event=event, memory=None if after is None else MemoryEntry.of(after))
 
 
 def utc(value: datetime) -> datetime:

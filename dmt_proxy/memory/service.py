@@ -16,7 +16,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, field_serializer
@@ -24,13 +23,15 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
 from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
-from dmt_proxy.memory.render import RenderItem, render_memories
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.render import render_memories
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import Mode, Policy
+from dmt_proxy.modes import Mode
+from dmt_proxy.policy import Policy
 from dmt_proxy.resources import prompt_path
-from dmt_proxy.tags import AuditStatus, BiasTag
+from dmt_proxy.tags import AuditStatus
 from dmt_proxy.turns import Retrieval
 
 if TYPE_CHECKING:  # the review service builds on this module, not the other way round
@@ -43,39 +44,9 @@ CIRCUIT_OPEN = "store circuit open"
 """The retrieval failure reported (``x-dmt-memory: unavailable (…)``) while the circuit is open."""
 
 
-class MemoryEntry(BaseModel):
-    """One memory as the service returns it and the admin API serves it (``/v1/memories``):
-    stored in the backend, or acknowledged and queued. ``model_dump(mode="json")`` is the
-    wire shape, field for field."""
-
-    # Every field is on the wire, defaults included: the API document says so.
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
-    )
-
-    id: str
-    user: str
-    text: str
-    created_at: datetime
-    audit_status: AuditStatus
-    tag: BiasTag | None = None
-
-    @field_serializer("created_at")
-    def _iso(self, created_at: datetime) -> str:
-        # Python's isoformat ("+00:00"), as the API has always written it, not pydantic's "Z".
-        return created_at.isoformat()
-
-    @classmethod
-    def stored(cls, record: MemoryRecord) -> MemoryEntry:
-        """The entry of a record the backend holds."""
-        return cls(id=record.id, user=record.scope.user, text=record.text,
-                   created_at=record.created_at, audit_status=record.audit_status,
-                   tag=record.tag)  # fmt: skip
-
-    @classmethod
-    def queued(cls, item: OutboxItem) -> MemoryEntry:
-        """The entry of a write still in the outbox: the record it will be, ``pending``."""
-        return cls.stored(item.record(AuditStatus.PENDING))
+def _queued(item: OutboxItem) -> MemoryEntry:
+    """The entry of a write still in the outbox: the record it will be, ``pending``."""
+    return MemoryEntry.of(item.record(AuditStatus.PENDING))
 
 
 class OutboxStats(BaseModel):
@@ -192,7 +163,7 @@ class DurableMemoryService:
         # block for every query, so llama-server's prefix cache reuses it across requests
         # (a DIB audit's decisions differ in the query, rarely in the memories retrieved).
         records.sort(key=lambda r: (r.created_at, r.id))
-        text = self.render([MemoryEntry.stored(r) for r in records], ctx.mode)
+        text = self.render([MemoryEntry.of(r) for r in records], ctx.mode)
         messages = [{"role": "system", "content": text}] if text else []
         return Retrieval.searched(ctx.memory, messages, len(records))
 
@@ -201,9 +172,8 @@ class DurableMemoryService:
 
         The one rendering of retrieved memories: chat retrieval and the MCP tools use it.
         """
-        items = [RenderItem(e.text, e.created_at, e.audit_status, e.tag) for e in entries]
         return render_memories(
-            items,
+            entries,
             with_tags=mode.shows_tags,
             instruction=self._instruction,
             show_instruction=mode.shows_instruction,
@@ -213,7 +183,7 @@ class DurableMemoryService:
         """The stored memories of ``scope`` most relevant to ``query`` (at most ``limit``),
         by the policy's retrieval rule; quarantined ones are never among them."""
         records = await self._fetch(scope, query, limit)
-        return [MemoryEntry.stored(r) for r in records if not r.quarantined]
+        return [MemoryEntry.of(r) for r in records if not r.quarantined]
 
     async def _fetch(self, scope: Scope, query: str, top_k: int) -> list[MemoryRecord]:
         """The records to show: the most relevant (``search``) or the newest (``recent``)."""
@@ -226,13 +196,7 @@ class DurableMemoryService:
 
     async def record(self, exchange: Exchange) -> None:
         """Durably enqueue ``exchange`` for auditing and storage; returns after the commit."""
-        memory_id = await self._outbox.enqueue(
-            scope=exchange.scope,
-            query=exchange.query,
-            answer=exchange.answer,
-            request_id=exchange.request_id,
-            mode=exchange.mode.value,
-        )
+        memory_id = await self._outbox.enqueue(exchange)
         log.debug("queued memory %s for user scope", memory_id)
         self._worker.wake()
 
@@ -244,9 +208,8 @@ class DurableMemoryService:
         It goes through the outbox like any chat write, so it is stored ``pending`` and
         audited when ``mode`` audits writes (else stored ``unaudited``).
         """
-        memory_id = await self._outbox.enqueue(
-            scope=scope, query=query, answer=answer, request_id="admin", mode=mode.value
-        )
+        exchange = Exchange(scope=scope, query=query, answer=answer, request_id="admin", mode=mode)
+        memory_id = await self._outbox.enqueue(exchange)
         self._worker.wake()
         return memory_id
 
@@ -259,20 +222,20 @@ class DurableMemoryService:
         if entry is None or entry.user != scope.user:
             return False
         await self._outbox.cancel(memory_id)  # a queued older text must not land after this one
-        await self._outbox.enqueue(scope=scope, query=text, answer="", request_id="update",
-                                   mode=mode.value, item_id=memory_id)  # fmt: skip
+        exchange = Exchange(scope=scope, query=text, answer="", request_id="update", mode=mode)
+        await self._outbox.enqueue(exchange, item_id=memory_id)
         self._worker.wake()
         return True
 
     async def list(self, scope: Scope) -> list[MemoryEntry]:
         """Memories of ``scope``, oldest first: stored ones and writes still queued."""
-        entries = [MemoryEntry.stored(r) for r in await self._backend.list(scope)]
+        entries = [MemoryEntry.of(r) for r in await self._backend.list(scope)]
         known = {e.id for e in entries}
         # Acknowledged writes not yet in the backend are listed too, as pending.
         entries += [
-            MemoryEntry.queued(item)
+            _queued(item)
             for item in await self._outbox.pending(scope.user)
-            if not item.stored and item.id not in known and scope.sees(item.scope)
+            if not item.stored and item.id not in known and scope.sees(item.exchange.scope)
         ]
         entries.sort(key=lambda e: e.created_at)
         return entries
@@ -282,10 +245,10 @@ class DurableMemoryService:
         scope = await self._backend.scope_of(memory_id)
         record = None if scope is None else await self._backend.get(scope, memory_id)
         if record is not None:
-            return MemoryEntry.stored(record)
+            return MemoryEntry.of(record)
         for item in await self._outbox.pending():
             if item.id == memory_id:
-                return MemoryEntry.queued(item)
+                return _queued(item)
         return None
 
     async def delete(self, memory_id: str) -> bool:

@@ -34,6 +34,18 @@ def test_importing_a_plain_type_loads_only_plain_types(module: str) -> None:
     assert beyond == [], f"importing {module} loads {beyond}"
 
 
+@pytest.mark.parametrize("module", ["dmt_proxy.exchange", "dmt_proxy.modes"])
+def test_the_request_types_load_no_policy_parser(module: str) -> None:
+    # A request names its mode; parsing a policy file (YAML, JSON schema) is start-up work.
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "print(sorted(m for m in ('yaml', 'jsonschema', 'dmt_proxy.policy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, module], capture_output=True,
+                          text=True, check=True, cwd=ROOT)  # fmt: skip
+    assert ast.literal_eval(done.stdout.strip().splitlines()[-1]) == []
+
+
 def test_the_memory_side_loads_only_the_audit_seam() -> None:
     # The import rules themselves are read from the source in tests/unit/test_architecture_doc.py;
     # this checks what actually gets loaded, package __init__ files included.

@@ -24,6 +24,7 @@ import pytest
 
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.assembly import build_outbox
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.registry import BackendConfig, create_backend
@@ -32,6 +33,7 @@ from dmt_proxy.memory.write.pg_outbox import PG_OUTBOX_SCHEMA_VERSION, PostgresO
 from dmt_proxy.memory.write.spool import SpooledOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.modes import Mode
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
@@ -63,11 +65,12 @@ async def open_outbox(pg_dsn: str) -> AsyncIterator[Opener]:
         await outbox.aclose()
 
 
-async def enqueue(outbox: Outbox, scope: Scope, n: int, mode: str = "dmt") -> list[str]:
+async def enqueue(outbox: Outbox, scope: Scope, n: int, mode: Mode = Mode.DMT) -> list[str]:
     ids = []
     for i in range(n):
-        ids.append(await outbox.enqueue(scope=scope, query=f"Question {i}?", answer="Answer.",
-                                        request_id=f"req_{i}", mode=mode))  # fmt: skip
+        ids.append(await outbox.enqueue(Exchange(scope=scope, query=f"Question {i}?",
+                                                 answer="Answer.", request_id=f"req_{i}",
+                                                 mode=mode)))  # fmt: skip
     return ids
 
 
@@ -77,7 +80,9 @@ async def test_enqueue_pending_stats_and_the_protocol(open_outbox: Opener) -> No
     ids = await enqueue(outbox, ALICE, 2) + await enqueue(outbox, BOB, 1)
     assert [i.id for i in await outbox.pending()] == ids
     [bobs] = await outbox.pending(BOB.user)
-    assert bobs.scope == BOB and bobs.query == "Question 0?" and not bobs.stored
+    assert bobs.exchange == Exchange(scope=BOB, query="Question 0?", answer="Answer.",
+                                     request_id="req_0", mode=Mode.DMT)  # fmt: skip
+    assert not bobs.stored
     depth, age = await outbox.stats()
     assert depth == 3 and 0 <= age < 60
     assert await outbox.cancel(ids[0]) is True and await outbox.cancel(ids[0]) is False

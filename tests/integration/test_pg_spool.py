@@ -10,15 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
 from dmt_proxy.memory.write.spool import SpooledOutbox
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.modes import Mode
 
 pytestmark = pytest.mark.postgres
 
 ALICE = Scope(user="alice")
+
+
+def said(query: str) -> Exchange:
+    return Exchange(scope=ALICE, query=query, answer="ok", request_id="r", mode=Mode.DMT)
 
 
 async def test_a_spooled_write_is_forwarded_once_even_if_it_already_committed(
@@ -28,11 +34,10 @@ async def test_a_spooled_write_is_forwarded_once_even_if_it_already_committed(
     metrics = Metrics()
     outbox = SpooledOutbox(primary, SqliteOutbox(tmp_path / "spool.sqlite3"), metrics=metrics)
     try:
-        kwargs = {"scope": ALICE, "answer": "ok", "request_id": "r", "mode": "dmt"}
         # The insert committed although the proxy gave up waiting, and it spooled the row too.
-        await primary.enqueue(query="twice", item_id="mem_twice", **kwargs)  # type: ignore[arg-type]
-        await outbox.spool.enqueue(query="twice", item_id="mem_twice", **kwargs)  # type: ignore[arg-type]
-        await outbox.spool.enqueue(query="spooled", item_id="mem_spooled", **kwargs)  # type: ignore[arg-type]
+        await primary.enqueue(said("twice"), item_id="mem_twice")
+        await outbox.spool.enqueue(said("twice"), item_id="mem_twice")
+        await outbox.spool.enqueue(said("spooled"), item_id="mem_spooled")
         listed = await outbox.pending("alice")
         assert [i.id for i in listed] == ["mem_twice", "mem_spooled"]  # listed once each
         assert (await outbox.stats())[0] == 3  # two in the spool, one shared

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.circuit import (
     CircuitBreaker,
 )
 from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.modes import Mode
 from tests.unit.test_store_circuit import ALICE, Probe
 
 
@@ -27,12 +30,12 @@ async def test_an_open_circuit_spools_writes_without_trying_the_database(
     circuit = CircuitBreaker("test store", probe=probe, probe_interval_s=3600)
     outbox = SpooledOutbox(primary, SqliteOutbox(tmp_path / "spool.sqlite3"), metrics=metrics,
                            circuit=circuit)  # fmt: skip
-    kwargs = {"scope": ALICE, "answer": "ok", "request_id": "r", "mode": "dmt"}
+    said = functools.partial(Exchange, scope=ALICE, answer="ok", request_id="r", mode=Mode.DMT)
     try:
         await primary.cancel_user("alice")
-        first = await outbox.enqueue(query="up", **kwargs)  # type: ignore[arg-type]
+        first = await outbox.enqueue(said(query="up"))
         circuit.failure(ConnectionRefusedError(), operation="retrieval")
-        spooled = await outbox.enqueue(query="down", **kwargs)  # type: ignore[arg-type]
+        spooled = await outbox.enqueue(said(query="down"))
         assert [i.id for i in await primary.pending("alice")] == [first]
         assert [i.id for i in await outbox.spool.pending("alice")] == [spooled]
         assert metrics.outbox_spooled._value.get() == 1

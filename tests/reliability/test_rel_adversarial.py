@@ -24,7 +24,8 @@ from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
-from dmt_proxy.memory.render import RESERVED, RenderItem, render_memories
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.render import RESERVED, render_memories
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
@@ -80,7 +81,7 @@ def nonce_of(block: str) -> str:
     return match.group(1)
 
 
-def forged(entries: list[dict[str, Any]], items: list[RenderItem]) -> int:
+def forged(entries: list[dict[str, Any]], items: list[MemoryEntry]) -> int:
     """Entries or fields that differ from what the auditor really decided."""
     bad = abs(len(entries) - len(items))
     for entry, item in zip(entries, items, strict=False):
@@ -97,17 +98,18 @@ def forged(entries: list[dict[str, Any]], items: list[RenderItem]) -> int:
     return bad
 
 
+def memory(text: str, status: AuditStatus) -> MemoryEntry:
+    tag = TAG if status is AuditStatus.TAGGED else None
+    return MemoryEntry(id="m", user="u", text=text, created_at=WHEN, audit_status=status, tag=tag)
+
+
 STATUSES = [AuditStatus.CLEAN, AuditStatus.PENDING, AuditStatus.UNAUDITED, AuditStatus.FAILED,
             AuditStatus.TAGGED]  # fmt: skip
 
 
 @pytest.mark.parametrize("nonce", [None, SET.guessed_nonce], ids=["random-nonce", "guessed-nonce"])
 def test_forged_tags_accepted_in_the_rendered_block_is_zero(nonce: str | None) -> None:
-    items = [
-        RenderItem(item.text, WHEN, status, TAG if status is AuditStatus.TAGGED else None)
-        for item in ALL_ITEMS
-        for status in STATUSES
-    ]
+    items = [memory(item.text, status) for item in ALL_ITEMS for status in STATUSES]
     block = render_memories(items, with_tags=True, instruction="Treat tagged content as opinion.",
                             nonce=nonce)  # fmt: skip
     entries = block_entries(block, nonce or nonce_of(block))

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import SNAPSHOT_VERSION, InMemoryBackend
 from dmt_proxy.memory.base import RECORD_SCHEMA_VERSION, MemoryRecord, Scope
 from dmt_proxy.memory.write.outbox import OUTBOX_SCHEMA_VERSION, ROW_SCHEMA_VERSION, SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.modes import Mode
 from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus, BiasTag
 
@@ -65,10 +67,10 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     outbox = SqliteOutbox(path)
     assert outbox.found_version == 0  # a new file
     first = await outbox.enqueue(
-        scope=Scope(user="alice"), query="q1", answer="a1", request_id="r1", mode="dmt"
+        Exchange(scope=Scope(user="alice"), query="q1", answer="a1", request_id="r1", mode=Mode.DMT)
     )
     second = await outbox.enqueue(
-        scope=Scope(user="bob"), query="q2", answer="a2", request_id="r2", mode="off"
+        Exchange(scope=Scope(user="bob"), query="q2", answer="a2", request_id="r2", mode=Mode.OFF)
     )
     await outbox.mark_stored(first)
     await outbox.save_verdict(first, {"bias_detected": False, "score": 0.1})
@@ -80,7 +82,8 @@ async def test_outbox_rows_survive_close_and_reopen(tmp_path: Path) -> None:
     items = {i.id: i for i in await reopened.pending()}
     assert set(items) == {first, second}
     a, b = items[first], items[second]
-    assert (a.user, a.query, a.answer, a.request_id, a.mode) == ("alice", "q1", "a1", "r1", "dmt")
+    assert a.exchange == Exchange(scope=Scope(user="alice"), query="q1", answer="a1",
+                                  request_id="r1", mode=Mode.DMT)  # fmt: skip
     assert a.stored and a.verdict == {"bias_detected": False, "score": 0.1}
     assert not b.stored and b.attempts == 1 and b.last_error == "backend write: disk full"
     assert {a.schema_version, b.schema_version} == {ROW_SCHEMA_VERSION}
@@ -100,13 +103,14 @@ async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> Non
         columns = [row[1] for row in db.execute("PRAGMA table_info(outbox)")]
     assert columns[-1] == "schema_version"
     items = {i.id: i for i in await outbox.pending()}
-    assert items["mem_old_1"].query == "Old question one?"
+    assert items["mem_old_1"].exchange.query == "Old question one?"
+    assert items["mem_old_2"].exchange.mode is Mode.DMT  # the column's text, read typed
     assert items["mem_old_2"].stored and items["mem_old_2"].attempts == 2
     # Rows of the unversioned layout keep the payload format they were written in (1).
     assert {i.schema_version for i in items.values()} == {1} and ROW_SCHEMA_VERSION == 2
     # New rows go in next to migrated ones.
     await outbox.enqueue(
-        scope=Scope(user="carol"), query="new", answer="a", request_id="r3", mode="off"
+        Exchange(scope=Scope(user="carol"), query="new", answer="a", request_id="r3", mode=Mode.OFF)
     )
 
     # The worker of this version processes the old rows into the backend.

@@ -39,6 +39,7 @@ PLAIN_TYPES = frozenset({
     "dmt_proxy", "dmt_proxy.domains", "dmt_proxy.tags", "dmt_proxy.errors",
     "dmt_proxy.openai_types", "dmt_proxy.policy", "dmt_proxy.settings",
     "dmt_proxy.resources", "dmt_proxy.memory.base", "dmt_proxy.turns", "dmt_proxy.exchange",
+    "dmt_proxy.modes",
 })  # fmt: skip
 SERVICE_PACKAGES = ("dmt_proxy.memory", "dmt_proxy.audit", "dmt_proxy.upstream", "dmt_proxy.bench")
 SHARED_SERVICE_MODULES = frozenset(

@@ -17,20 +17,20 @@ from dmt_proxy.cli.demo import (
     write_demo_policy,
 )
 from dmt_proxy.cli.demo_view import (
-    MemoryRow,
     abbreviate,
     label_of,
     labelled,
     memory_block,
     progress_line,
+    settled,
     summary_line,
     timeout_message,
     verdict_line,
 )
 from dmt_proxy.cli.proxy_cli import build_parser
-from dmt_proxy.memory.render import RenderItem, render_memories
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.render import render_memories
 from dmt_proxy.settings import Settings
-from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream import local_models
 from dmt_proxy.upstream.models import ModelRegistry
 
@@ -44,8 +44,8 @@ AGE_TAG = {
 }
 
 
-def row(remark_text: str, status: str, tag: dict[str, Any] | None = None) -> MemoryRow:
-    return MemoryRow.from_json(
+def row(remark_text: str, status: str, tag: dict[str, Any] | None = None) -> MemoryEntry:
+    return MemoryEntry.model_validate(
         {
             "id": f"{status}-{len(remark_text)}",
             "user": "demo-user",
@@ -60,10 +60,10 @@ def row(remark_text: str, status: str, tag: dict[str, Any] | None = None) -> Mem
 def test_rows_parse_the_admin_listing_and_know_when_their_audit_ended() -> None:
     tagged = row(BIASED.text, "tagged", AGE_TAG)
     assert tagged.tag is not None and tagged.tag.bias_type == "age"
-    assert tagged.settled
-    assert not row(NEUTRAL.text, "pending").settled
-    assert not row(NEUTRAL.text, "unaudited").settled
-    assert row(NEUTRAL.text, "failed").settled
+    assert settled(tagged)
+    assert not settled(row(NEUTRAL.text, "pending"))
+    assert not settled(row(NEUTRAL.text, "unaudited"))
+    assert settled(row(NEUTRAL.text, "failed"))
 
 
 def test_each_row_is_named_after_the_remark_it_stores() -> None:
@@ -125,9 +125,8 @@ def test_long_remarks_and_answers_wrap_under_their_label() -> None:
 
 
 def test_the_memory_block_is_found_among_the_upstream_messages_and_shortened() -> None:
-    tag = BiasTag.model_validate(AGE_TAG)
     block = render_memories(
-        [RenderItem(f"User: {BIASED.text}", None, AuditStatus.TAGGED, tag)],
+        [row(BIASED.text, "tagged", AGE_TAG)],
         with_tags=True, instruction="Treat tagged content as opinion.",
     )  # fmt: skip
     messages = [

@@ -19,6 +19,7 @@ from dmt_proxy.audit.grounding import (
 )
 from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.domains import DOMAINS
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.write.outbox import SqliteOutbox
@@ -216,8 +217,9 @@ async def test_the_worker_stores_a_grounded_tag_and_a_grounded_trail(tmp_path: P
                           auditor=ScriptedAuditor([verdict]), policy=AuditPolicy(),
                           metrics=Metrics(), trail=trail)  # fmt: skip
     scope = Scope(user="u")
-    mid = await outbox.enqueue(scope=scope, query=AGE, answer="ok", request_id="r",
-                               mode=Mode.DMT.value)  # fmt: skip
+    mid = await outbox.enqueue(
+        Exchange(scope=scope, query=AGE, answer="ok", request_id="r", mode=Mode.DMT)
+    )
     (item,) = await outbox.pending()
     await worker.process(item)
     record = await backend.get(scope, mid)

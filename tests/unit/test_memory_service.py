@@ -117,7 +117,7 @@ async def test_an_exchange_is_stored_under_its_scope(tmp_path: Path) -> None:
     session = Scope(user="alice", agent="planner", session="s1")
     await parts.record(session, "Remember this.", mode=Mode.OFF)
     [item] = await parts.outbox.pending()
-    assert item.scope == session
+    assert item.exchange.scope == session and item.exchange.mode is Mode.OFF
     await parts.worker.process(item)
     [record] = await parts.backend.list(ALICE)
     assert record.scope == session and record.audit_status is AuditStatus.UNAUDITED
@@ -182,7 +182,9 @@ async def test_the_worker_decides_and_counts_each_audit_once(tmp_path: Path) -> 
 
     try:
         for text in ("Older staff can't learn new tools.", "What is the speed of light?"):
-            await outbox.enqueue(scope=ALICE, query=text, answer="ok", request_id="r", mode="dmt")
+            await outbox.enqueue(
+                Exchange(scope=ALICE, query=text, answer="ok", request_id="r", mode=Mode.DMT)
+            )
             [item] = await outbox.due(1)
             await worker.process(item)
         assert value("dmt_audits_total", outcome="tagged") == 1
@@ -192,7 +194,9 @@ async def test_the_worker_decides_and_counts_each_audit_once(tmp_path: Path) -> 
         assert [r.audit_status for r in await backend.list(ALICE)] == [
             AuditStatus.QUARANTINED, AuditStatus.CLEAN]  # fmt: skip
 
-        await outbox.enqueue(scope=ALICE, query="Hm.", answer="ok", request_id="r", mode="dmt")
+        await outbox.enqueue(
+            Exchange(scope=ALICE, query="Hm.", answer="ok", request_id="r", mode=Mode.DMT)
+        )
         [item] = await outbox.due(1)
         await worker.process(item)  # two invalid replies: a failed verdict, counted once
         assert value("dmt_audits_total", outcome="failed") == 1

@@ -17,7 +17,8 @@ from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.bench.auditor_eval.dataset import load_items
 from dmt_proxy.bench.mmlu import load_source
-from dmt_proxy.memory.render import RenderItem, render_memories
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.render import render_memories
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.tags import MANIPULATION_RULES, AuditStatus, BiasTag, Finding, FindingKind
 from dmt_proxy.testing.auditor import ScriptedAuditor
@@ -207,9 +208,11 @@ def test_rendered_tag_shows_findings_but_not_the_attackers_words() -> None:
     disputed = BiasTag(bias_type="race", target_group="g", tendency="t", score=0.4,
                        first_stage_score=0.97)  # fmt: skip
     items = [
-        RenderItem("text one", WHEN, AuditStatus.TAGGED, tag),
-        RenderItem("text two", WHEN, AuditStatus.DISPUTED, disputed),
-    ]
+        MemoryEntry(id="m1", user="u", text="text one", created_at=WHEN,
+                    audit_status=AuditStatus.TAGGED, tag=tag),
+        MemoryEntry(id="m2", user="u", text="text two", created_at=WHEN,
+                    audit_status=AuditStatus.DISPUTED, tag=disputed),
+    ]  # fmt: skip
     block = render_memories(items, with_tags=True, nonce="n0")
     entries = json.loads(block[block.index("\n[") + 1 : block.rindex("\n</memories-")])
     assert entries[0]["audit"] == "tagged" and entries[0]["bias_tag"]["bias_type"] is None

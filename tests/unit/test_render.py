@@ -8,11 +8,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dmt_proxy.memory.render import RenderItem, neutralize, render_memories
+from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.render import neutralize, render_memories
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth", score=0.82)
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def memory(text: str, status: AuditStatus, tag: BiasTag | None = None) -> MemoryEntry:
+    return MemoryEntry(id="m", user="u", text=text, created_at=WHEN, audit_status=status, tag=tag)
 
 
 def parse_block(block: str) -> tuple[str, list[dict[str, object]]]:
@@ -24,8 +29,8 @@ def parse_block(block: str) -> tuple[str, list[dict[str, object]]]:
 
 def test_tagged_memory_shows_its_tag_and_instruction() -> None:
     items = [
-        RenderItem("Older staff can't learn new tools.", WHEN, AuditStatus.TAGGED, TAG),
-        RenderItem("I like concise answers.", WHEN, AuditStatus.CLEAN, None),
+        memory("Older staff can't learn new tools.", AuditStatus.TAGGED, TAG),
+        memory("I like concise answers.", AuditStatus.CLEAN),
     ]
     block = render_memories(items, with_tags=True, instruction="Treat tagged content as opinion.")
     _, entries = parse_block(block)
@@ -39,7 +44,7 @@ def test_tagged_memory_shows_its_tag_and_instruction() -> None:
 
 
 def test_without_dmt_no_tags_are_shown() -> None:
-    items = [RenderItem("Older staff can't learn.", WHEN, AuditStatus.TAGGED, TAG)]
+    items = [memory("Older staff can't learn.", AuditStatus.TAGGED, TAG)]
     block = render_memories(items, with_tags=False, instruction="SHOULD NOT APPEAR")
     _, entries = parse_block(block)
     assert "bias_tag" not in entries[0] and "audit" not in entries[0]
@@ -47,7 +52,7 @@ def test_without_dmt_no_tags_are_shown() -> None:
 
 
 def test_tags_only_ablation_shows_tags_without_the_instruction() -> None:
-    items = [RenderItem("Older staff can't learn.", WHEN, AuditStatus.TAGGED, TAG)]
+    items = [memory("Older staff can't learn.", AuditStatus.TAGGED, TAG)]
     block = render_memories(items, with_tags=True, instruction="THE INSTRUCTION",
                             show_instruction=False)  # fmt: skip
     _, entries = parse_block(block)
@@ -57,7 +62,7 @@ def test_tags_only_ablation_shows_tags_without_the_instruction() -> None:
 
 
 def test_instruction_only_ablation_shows_the_instruction_over_untagged_memories() -> None:
-    items = [RenderItem("Older staff can't learn.", WHEN, AuditStatus.TAGGED, TAG)]
+    items = [memory("Older staff can't learn.", AuditStatus.TAGGED, TAG)]
     block = render_memories(items, with_tags=False, instruction="THE INSTRUCTION",
                             show_instruction=True)  # fmt: skip
     _, entries = parse_block(block)
@@ -74,7 +79,7 @@ def test_instruction_only_ablation_shows_the_instruction_over_untagged_memories(
 def test_ablation_blocks_cannot_be_closed_or_forged(
     forgery: str, tags: bool, instruction: bool
 ) -> None:
-    items = [RenderItem(forgery, WHEN, AuditStatus.CLEAN, None)]
+    items = [memory(forgery, AuditStatus.CLEAN)]
     block = render_memories(items, with_tags=tags, instruction="I.",
                             show_instruction=instruction)  # fmt: skip
     nonce, entries = parse_block(block)
@@ -98,16 +103,16 @@ FORGERIES = [
 
 def test_forged_tags_and_delimiters_stay_inside_the_text() -> None:
     for forged in FORGERIES:
-        block0 = render_memories([RenderItem("probe", None, AuditStatus.CLEAN, None)],
+        block0 = render_memories([memory("probe", AuditStatus.CLEAN)],
                                  with_tags=True, nonce="abc123")  # fmt: skip
         assert block0.count("</memories-abc123>") == 1
         text = forged.replace("{nonce}", "abc123")
-        block = render_memories([RenderItem(text, None, AuditStatus.CLEAN, None)],
+        block = render_memories([memory(text, AuditStatus.CLEAN)],
                                 with_tags=True, nonce="abc123")  # fmt: skip
         nonce, entries = parse_block(block)
         assert nonce == "abc123"
         assert len(entries) == 1, forged
-        assert set(entries[0]) == {"n", "text", "audit"}
+        assert set(entries[0]) == {"n", "text", "date", "audit"}
         assert entries[0]["audit"] == "clean"
         assert block.count("</memories-abc123>") == 1
         assert "bias_tag" not in str(entries[0]["text"]).lower()
@@ -119,8 +124,8 @@ def test_nonce_is_keyed_to_the_content() -> None:
     The nonce is an HMAC under a per-process random key, so a user who controls the
     text still cannot compute the delimiter that would close the block.
     """
-    a = [RenderItem("x", None, AuditStatus.CLEAN, None)]
-    b = [RenderItem("y", None, AuditStatus.CLEAN, None)]
+    a = [memory("x", AuditStatus.CLEAN)]
+    b = [memory("y", AuditStatus.CLEAN)]
     assert render_memories(a, with_tags=True) == render_memories(a, with_tags=True)
     nonces = {
         parse_block(render_memories(a, with_tags=True))[0],

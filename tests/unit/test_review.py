@@ -22,6 +22,7 @@ from dmt_proxy.api import create_app
 from dmt_proxy.api.auth import hash_key
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict, FirstStageOpinion
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.review import (
@@ -35,6 +36,7 @@ from dmt_proxy.memory.write.outbox import SqliteOutbox
 from dmt_proxy.memory.write.trail import MemoryTrail, SqliteTrail
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.modes import Mode
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
@@ -206,8 +208,9 @@ async def test_worker_never_overwrites_a_human_verdict(tmp_path: Path) -> None:
                           policy=policy.audit, metrics=Metrics(), trail=trail)  # fmt: skip
     review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
                            auditor=auditor, instruction="")  # fmt: skip
-    mid = await outbox.enqueue(scope=Scope(user="u"), query=AGE, answer="ok", request_id="r",
-                               mode="dmt")  # fmt: skip
+    mid = await outbox.enqueue(
+        Exchange(scope=Scope(user="u"), query=AGE, answer="ok", request_id="r", mode=Mode.DMT)
+    )
     (item,) = await outbox.due()
     await worker.process(item)  # stored pending; the auditor is down: rescheduled
     record = await backend.get(Scope(user="u"), mid)

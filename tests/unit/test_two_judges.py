@@ -22,6 +22,7 @@ from dmt_proxy.audit.stages import StagedAuditor
 from dmt_proxy.audit.vote import combine_domains
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import LocalEmbedder
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.write.outbox import SqliteOutbox
@@ -145,7 +146,9 @@ async def test_worker_counts_disputes_apart_from_tags(tmp_path: Path) -> None:
                           auditor=ScriptedAuditor([disputed]), policy=AuditPolicy(),
                           metrics=metrics)  # fmt: skip
     scope = Scope(user="u")
-    await outbox.enqueue(scope=scope, query="q", answer="a", request_id="r", mode=Mode.DMT.value)
+    await outbox.enqueue(
+        Exchange(scope=scope, query="q", answer="a", request_id="r", mode=Mode.DMT)
+    )
     (item,) = await outbox.pending()
     await worker.process(item)
     (record,) = await backend.list(scope)

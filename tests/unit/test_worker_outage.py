@@ -17,11 +17,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.write.outbox import OutboxItem, SqliteOutbox
 from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.modes import Mode
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.testing.auditor import ScriptedAuditor
@@ -68,7 +70,9 @@ def worker_on(outbox: FlakyOutbox, auditor: ScriptedAuditor) -> OutboxWorker:
 
 
 async def queued(outbox: FlakyOutbox) -> OutboxItem:
-    await outbox.enqueue(scope=ALICE, query="I like tea.", answer="ok", request_id="r", mode="dmt")
+    await outbox.enqueue(
+        Exchange(scope=ALICE, query="I like tea.", answer="ok", request_id="r", mode=Mode.DMT)
+    )
     [item] = await outbox.due(1)
     return item
 
@@ -144,7 +148,9 @@ async def test_stopping_the_worker_mid_audit_leaves_the_row_for_later_and_logs_n
     outbox = FlakyOutbox(tmp_path / "outbox.sqlite3")
     auditor = ScriptedAuditor(delay_s=0.3)  # answers after the worker has stopped
     worker = worker_on(outbox, auditor)
-    await outbox.enqueue(scope=ALICE, query="I like tea.", answer="ok", request_id="r", mode="dmt")
+    await outbox.enqueue(
+        Exchange(scope=ALICE, query="I like tea.", answer="ok", request_id="r", mode=Mode.DMT)
+    )
     worker.start()
     for _ in range(500):  # until the auditor holds the row (at most 5 s)
         if auditor.calls:

@@ -1,6 +1,11 @@
 """The durable outbox: every exchange to be remembered is committed here first.
 
-``Outbox`` is what the memory service and the worker use; ``OutboxItem`` is one row.
+``Outbox`` is what the memory service and the worker use. The service enqueues an
+``Exchange`` (``dmt_proxy.exchange``) as it is; ``OutboxItem``, one row of either table,
+hands the same typed exchange to the worker with the state of its write. The columns
+keep their names and text values (``mode`` as the mode's value), so rows written
+before the exchange travelled whole read unchanged.
+
 Two implementations: ``SqliteOutbox`` here, the single-process default, and
 ``dmt_proxy.memory.write.pg_outbox.PostgresOutbox``, shared by any number of proxies and
 workers (``DMT_OUTBOX``; see ``dmt_proxy.memory.assembly.build_outbox``).
@@ -27,15 +32,18 @@ layout shipped before versions existed) and refuses a newer one with a
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from dmt_proxy.errors import ConfigError
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.base import (
     CUT_MARKER,
     MAX_TEXT_CHARS,
@@ -44,7 +52,10 @@ from dmt_proxy.memory.base import (
     interaction_text,
 )
 from dmt_proxy.memory.write.storage import SqliteStorage
+from dmt_proxy.modes import Mode
 from dmt_proxy.tags import AuditStatus
+
+log = logging.getLogger(__name__)
 
 OUTBOX_SCHEMA_VERSION = 1
 """Layout of the outbox file (``PRAGMA user_version``); bump it with a migration step."""
@@ -102,18 +113,24 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
     return found
 
 
+COLUMNS = ("id", "user_id", "agent_id", "session_id", "query", "answer", "request_id", "mode",
+           "created_at", "attempts", "stored", "verdict", "last_error", "schema_version")  # fmt: skip
+"""The columns an ``OutboxItem`` is read from, in both tables."""
+
+
+def exchange_row(exchange: Exchange) -> tuple[str | None, ...]:
+    """The columns ``user_id`` to ``mode`` of ``exchange``, as both tables store them."""
+    scope = exchange.scope
+    return (scope.user, scope.agent, scope.session, exchange.query, exchange.answer,
+            exchange.request_id, exchange.mode.value)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class OutboxItem:
-    """One pending memory write."""
+    """One pending memory write: the exchange to remember and how far its write got."""
 
     id: str
-    user: str
-    agent: str | None
-    session: str | None
-    query: str
-    answer: str
-    request_id: str
-    mode: str
+    exchange: Exchange
     created_at: float
     attempts: int
     stored: bool
@@ -123,26 +140,48 @@ class OutboxItem:
     schema_version: int = ROW_SCHEMA_VERSION
     """Payload format of the row (``ROW_SCHEMA_VERSION`` when written by this release)."""
 
-    @property
-    def scope(self) -> Scope:
-        """The memory scope the write was acknowledged for."""
-        return Scope(user=self.user, agent=self.agent, session=self.session)
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> OutboxItem:
+        """The item of a row read by ``COLUMNS`` (``verdict`` already decoded from JSON)."""
+        scope = Scope(user=row["user_id"], agent=row["agent_id"], session=row["session_id"])
+        exchange = Exchange(scope=scope, query=row["query"], answer=row["answer"],
+                            request_id=row["request_id"], mode=Mode(row["mode"]))  # fmt: skip
+        return cls(id=row["id"], exchange=exchange, created_at=float(row["created_at"]),
+                   attempts=int(row["attempts"]), stored=bool(row["stored"]),
+                   verdict=row["verdict"], last_error=row["last_error"],
+                   schema_version=int(row["schema_version"]))  # fmt: skip
+
+    @classmethod
+    def readable(cls, rows: Iterable[dict[str, Any]]) -> list[OutboxItem]:
+        """The items of ``rows``, leaving out (and logging) a row this release cannot read,
+        e.g. a mode written by a newer release during a rolling upgrade on a shared outbox:
+        one unreadable row must not stop every other write. It stays in the table, untouched,
+        for a release that reads it."""
+        items: list[OutboxItem] = []
+        for row in rows:
+            try:
+                items.append(cls.of_row(row))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("outbox row %s cannot be read by this release; left for one that "
+                            "can: %s", row.get("id"), exc)  # fmt: skip
+        return items
 
     def record(self, audit_status: AuditStatus) -> MemoryRecord:
         """The memory this write becomes: its final id, the interaction's text, the row's time.
 
         The worker stores it; the admin API shows it (``pending``) while the row waits.
         """
+        exchange = self.exchange
         return MemoryRecord(
             id=self.id,
-            scope=self.scope,
-            text=interaction_text(self.query, self.answer),
+            scope=exchange.scope,
+            text=interaction_text(exchange.query, exchange.answer),
             # Same bound as the text: a store must not keep megabytes per interaction.
-            query=_bounded(self.query),
-            answer=_bounded(self.answer),
+            query=_bounded(exchange.query),
+            answer=_bounded(exchange.answer),
             created_at=datetime.fromtimestamp(self.created_at, UTC),
             audit_status=audit_status,
-            metadata={"request_id": self.request_id, "mode": self.mode},
+            metadata={"request_id": exchange.request_id, "mode": exchange.mode.value},
         )
 
 
@@ -158,18 +197,9 @@ class Outbox(Protocol):
     rescheduled with ``retry_later``, or the lease runs out.
     """
 
-    async def enqueue(
-        self,
-        *,
-        scope: Scope,
-        query: str,
-        answer: str,
-        request_id: str,
-        mode: str,
-        item_id: str | None = None,
-    ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit);
-        ``item_id`` keeps a known id (default: a new one)."""
+    async def enqueue(self, exchange: Exchange, *, item_id: str | None = None) -> str:
+        """Commit ``exchange`` to be remembered and return its memory id (returns after the
+        commit); ``item_id`` keeps a known id (default: a new one)."""
         ...
 
     async def due(self, limit: int = 16) -> list[OutboxItem]:
@@ -235,24 +265,14 @@ class SqliteOutbox(SqliteStorage):
             row,
         )
 
-    async def enqueue(
-        self,
-        *,
-        scope: Scope,
-        query: str,
-        answer: str,
-        request_id: str,
-        mode: str,
-        item_id: str | None = None,
-    ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit).
+    async def enqueue(self, exchange: Exchange, *, item_id: str | None = None) -> str:
+        """Commit ``exchange`` and return its memory id (returns after the commit).
 
         ``item_id``: the id to use (a spool keeps the one already acknowledged); default new.
         """
         item_id = item_id or f"mem_{uuid.uuid4().hex}"
         now = time.time()
-        row = (item_id, scope.user, scope.agent, scope.session, query, answer, request_id, mode,
-               now, now, ROW_SCHEMA_VERSION)  # fmt: skip
+        row = (item_id, *exchange_row(exchange), now, now, ROW_SCHEMA_VERSION)
         await self._run(self._enqueue, row)
         return item_id
 
@@ -260,30 +280,14 @@ class SqliteOutbox(SqliteStorage):
 
     def _due(self, limit: int, now: float) -> list[OutboxItem]:
         cur = self._db.execute(
-            "SELECT id, user_id, agent_id, session_id, query, answer, request_id, mode,"
-            " created_at, attempts, stored, verdict, last_error, schema_version FROM outbox"
+            f"SELECT {', '.join(COLUMNS)} FROM outbox"
             " WHERE next_attempt_at <= ? ORDER BY created_at LIMIT ?",
             (now, limit),
         )
-        return [
-            OutboxItem(
-                id=r[0],
-                user=r[1],
-                agent=r[2],
-                session=r[3],
-                query=r[4],
-                answer=r[5],
-                request_id=r[6],
-                mode=r[7],
-                created_at=r[8],
-                attempts=r[9],
-                stored=bool(r[10]),
-                verdict=json.loads(r[11]) if r[11] else None,
-                last_error=r[12],
-                schema_version=r[13],
-            )
-            for r in cur.fetchall()
-        ]
+        rows = [dict(zip(COLUMNS, r, strict=True)) for r in cur.fetchall()]
+        for row in rows:  # SQLite keeps the verdict as JSON text (PostgreSQL as jsonb)
+            row["verdict"] = json.loads(row["verdict"]) if row["verdict"] else None
+        return OutboxItem.readable(rows)
 
     async def due(self, limit: int = 16) -> list[OutboxItem]:
         """Rows whose next attempt is due, oldest first, not already handed out and still
@@ -358,7 +362,7 @@ class SqliteOutbox(SqliteStorage):
 
     def _pending_for(self, user: str | None) -> list[OutboxItem]:
         rows = self._due(1_000_000, float("inf"))
-        return [r for r in rows if user is None or r.user == user]
+        return [r for r in rows if user is None or r.exchange.scope.user == user]
 
     async def pending(self, user: str | None = None) -> list[OutboxItem]:
         """Every row still in the outbox (optionally one user's)."""

@@ -33,9 +33,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from dmt_proxy.database import Step, without_nul
-from dmt_proxy.memory.base import Scope
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.circuit import describe
-from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem
+from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem, exchange_row
 from dmt_proxy.memory.write.storage import open_storage_pool
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,12 @@ _COLUMNS = (
     " extract(epoch FROM created_at)::float8 AS created_at, attempts, stored, verdict,"
     " last_error, schema_version"
 )
+"""``outbox.COLUMNS``, with ``created_at`` read as seconds since the epoch."""
+
+
+def _stored(exchange: Exchange) -> list[str | None]:
+    # PostgreSQL text cannot hold NUL (scope parts never carry one: ``Scope`` refuses it).
+    return [None if v is None else without_nul(v) for v in exchange_row(exchange)]
 
 
 def _steps(prefix: str) -> dict[int, Step]:
@@ -86,25 +92,6 @@ def _steps(prefix: str) -> dict[int, Step]:
         )
 
     return {1: v1}
-
-
-def _item(row: dict[str, Any]) -> OutboxItem:
-    return OutboxItem(
-        id=row["id"],
-        user=row["user_id"],
-        agent=row["agent_id"],
-        session=row["session_id"],
-        query=row["query"],
-        answer=row["answer"],
-        request_id=row["request_id"],
-        mode=row["mode"],
-        created_at=float(row["created_at"]),
-        attempts=int(row["attempts"]),
-        stored=bool(row["stored"]),
-        verdict=row["verdict"],
-        last_error=row["last_error"],
-        schema_version=int(row["schema_version"]),
-    )
 
 
 def default_worker_id() -> str:
@@ -197,17 +184,8 @@ class PostgresOutbox:
 
     # -- producer side -------------------------------------------------------
 
-    async def enqueue(
-        self,
-        *,
-        scope: Scope,
-        query: str,
-        answer: str,
-        request_id: str,
-        mode: str,
-        item_id: str | None = None,
-    ) -> str:
-        """Commit a write for ``scope`` and return its memory id (returns after the commit).
+    async def enqueue(self, exchange: Exchange, *, item_id: str | None = None) -> str:
+        """Commit ``exchange`` and return its memory id (returns after the commit).
 
         ``item_id`` (default: a new one) makes a repeated enqueue of the same write a no-op
         while the row is pending (the local spool retries with the id it acknowledged).
@@ -221,9 +199,8 @@ class PostgresOutbox:
                 " mode, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING"
             ).format(self._table),
-            [item_id, scope.user, scope.agent, scope.session, without_nul(query),
-             without_nul(answer), without_nul(request_id), mode, ROW_SCHEMA_VERSION],
-        )  # fmt: skip
+            [item_id, *_stored(exchange), ROW_SCHEMA_VERSION],
+        )
         return item_id
 
     async def forward(self, item: OutboxItem) -> None:
@@ -238,10 +215,8 @@ class PostgresOutbox:
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
                 " ON CONFLICT (id) DO NOTHING"
             ).format(self._table),
-            [item.id, item.user, item.agent, item.session, without_nul(item.query),
-             without_nul(item.answer), without_nul(item.request_id), item.mode,
-             item.created_at, item.schema_version],
-        )  # fmt: skip
+            [item.id, *_stored(item.exchange), item.created_at, item.schema_version],
+        )
 
     # -- worker side ---------------------------------------------------------
 
@@ -259,7 +234,7 @@ class PostgresOutbox:
             ).format(t=self._table, cols=sql.SQL(_COLUMNS)),
             [limit, self.lease_s, self.worker_id],
         )
-        items = sorted((_item(r) for r in rows), key=lambda i: (i.created_at, i.id))
+        items = sorted(OutboxItem.readable(rows), key=lambda i: (i.created_at, i.id))
         self._held.update(i.id for i in items)
         return items
 
@@ -345,7 +320,7 @@ class PostgresOutbox:
             ),
             params,
         )
-        return [_item(r) for r in rows]
+        return OutboxItem.readable(rows)
 
     async def release(self) -> int:
         """Give up every lease this worker holds, so others claim those rows now; how many."""

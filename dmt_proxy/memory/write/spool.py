@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dmt_proxy.memory.base import Scope
+from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
 from dmt_proxy.memory.write.outbox import OutboxItem, SqliteOutbox
 from dmt_proxy.memory.write.pg_outbox import PostgresOutbox
@@ -113,21 +113,11 @@ class SpooledOutbox:
 
     # -- producer side -------------------------------------------------------
 
-    async def enqueue(
-        self,
-        *,
-        scope: Scope,
-        query: str,
-        answer: str,
-        request_id: str,
-        mode: str,
-        item_id: str | None = None,
-    ) -> str:
-        """Commit a write to PostgreSQL, or to the local spool when it is unreachable."""
+    async def enqueue(self, exchange: Exchange, *, item_id: str | None = None) -> str:
+        """Commit ``exchange`` to PostgreSQL, or to the local spool when it is unreachable."""
         item_id = item_id or f"mem_{uuid.uuid4().hex}"
         if not self._spooling and (self._circuit is None or self._circuit.allow()):
-            insert = self.primary.enqueue(scope=scope, query=query, answer=answer,
-                                          request_id=request_id, mode=mode, item_id=item_id)  # fmt: skip
+            insert = self.primary.enqueue(exchange, item_id=item_id)
             try:
                 if self._circuit is None:
                     return await asyncio.wait_for(insert, timeout=self._enqueue_timeout_s)
@@ -144,8 +134,7 @@ class SpooledOutbox:
                     log.warning("outbox database unreachable (%s); spooling writes locally",
                                 describe(exc))  # fmt: skip
                 self._spooling = True
-        await self.spool.enqueue(scope=scope, query=query, answer=answer,
-                                 request_id=request_id, mode=mode, item_id=item_id)  # fmt: skip
+        await self.spool.enqueue(exchange, item_id=item_id)
         if self._metrics is not None:
             self._metrics.outbox_spooled.inc()
         self._kick.set()

@@ -46,7 +46,7 @@ from dmt_proxy.memory.write.rationale import DeferredRationales, Explainer
 from dmt_proxy.memory.write.trail import Trail
 from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
 from dmt_proxy.metrics import Metrics
-from dmt_proxy.policy import AuditPolicy, Mode
+from dmt_proxy.policy import AuditPolicy
 from dmt_proxy.tags import AuditStatus, FindingKind
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,12 @@ log = logging.getLogger(__name__)
 def backoff_s(attempts: int, *, base: float = 0.5, cap: float = 60.0) -> float:
     """Delay before retry number ``attempts + 1``: 0.5 s doubling, capped at a minute."""
     return float(min(cap, base * (2 ** min(attempts, 20))))
+
+
+def _candidate(item: OutboxItem) -> AuditCandidate:
+    """What the auditor is shown of ``item``: the user's words, with the reply beside them."""
+    exchange = item.exchange
+    return AuditCandidate(text=exchange.query, reply=exchange.answer, candidate_id=item.id)
 
 
 class OutboxWorker:
@@ -190,8 +196,7 @@ class OutboxWorker:
 
     async def process(self, item: OutboxItem) -> None:
         """Move one row forward as far as it can go now."""
-        mode = Mode(item.mode)
-        scope = item.scope
+        mode, scope = item.exchange.mode, item.exchange.scope
         if not item.stored:
             record = item.record(
                 AuditStatus.PENDING if mode.audits_writes else AuditStatus.UNAUDITED
@@ -256,7 +261,7 @@ class OutboxWorker:
         # shown the reply judged the reply instead (a blatant age stereotype came back "clean"
         # from qwen2.5-1.5b with the reply attached, "age 0.8" without); the staged auditor
         # strips it.
-        candidate = AuditCandidate(text=item.query, reply=item.answer, candidate_id=item.id)
+        candidate = _candidate(item)
         assert self.auditor is not None
         started = time.perf_counter()
         try:
@@ -303,7 +308,7 @@ class OutboxWorker:
             return
         try:
             decision = await store_verdict(
-                self.backend, scope, item.id, verdict, self.policy, text=item.query
+                self.backend, scope, item.id, verdict, self.policy, text=item.exchange.query
             )
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
@@ -320,8 +325,7 @@ class OutboxWorker:
         await self.outbox.done(item.id)
         self._count(verdict, decision)
         if self.rationales is not None:  # after the status is stored and the row is done
-            candidate = AuditCandidate(text=item.query, reply=item.answer, candidate_id=item.id)
-            self.rationales.submit(scope, item.id, candidate, verdict, decision)
+            self.rationales.submit(scope, item.id, _candidate(item), verdict, decision)
 
 
 async def drain(worker: OutboxWorker, *, timeout_s: float = 600.0, poll_s: float = 0.1) -> bool:
