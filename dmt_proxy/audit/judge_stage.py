@@ -8,7 +8,10 @@
   (a second opinion beside the normaliser's patterns: it reads wordings no pattern lists);
 * a verdict the judge gives alone when it is confident: the user's words at or below
   ``confident_clean`` (and no confident bias in the assistant's) are clean; at or above
-  ``confident_bias`` biased, in every language. Otherwise (the uncertain band, or any
+  ``confident_bias`` biased, in every language, but only when the text names a group the
+  lexicon knows (``text_domains``): a bias is about a group, and a text that names none
+  (or names it in words the lexicon lacks) goes to the LLM instead of being tagged by one
+  judge that reads register as well as content. Otherwise (the uncertain band, or any
   manipulation finding: a planted verdict is never decided by one judge) ``verdict`` is
   ``None`` and the LLM judges the user's words.
 
@@ -35,6 +38,12 @@ class JudgeCall(BaseModel):
     """The judge's part in one audit."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    reply_domains: tuple[str, ...] = ()
+    """The groups the assistant's words name (its bias's domain keeps to them)."""
+    fuse: bool = True
+    """Combine the LLM's score with the judge's. Not for a text that names no group: there
+    the judge reads register as well as content (ordinary complaints score high), so the
+    LLM's word stands alone, and the judge's opinion carries no confidence to dispute it."""
     opinion: FirstStageOpinion
     findings: tuple[Finding, ...] = ()
     verdict: AuditVerdict | None = None
@@ -54,35 +63,43 @@ def opinion_of(part: PartScore | None, weights: JudgeWeights) -> FirstStageOpini
 
 
 def judge_call(
-    score: JudgeScore, weights: JudgeWeights, *, manipulated: bool, text_domains: tuple[str, ...]
-) -> JudgeCall:
+    score: JudgeScore, weights: JudgeWeights, *, manipulated: bool,
+    text_domains: tuple[str, ...], reply_domains: tuple[str, ...] = (),
+) -> JudgeCall:  # fmt: skip
     """The judge's opinion, findings and (when confident) verdict; see the module docstring.
-    ``manipulated``: the normaliser already found a manipulation attempt."""
+    ``manipulated``: the normaliser already found a manipulation attempt; ``text_domains``
+    and ``reply_domains``: the groups the user's and the assistant's words name."""
     user, assistant = score.user, score.of("assistant")
     findings: tuple[Finding, ...] = ()
     if score.p_manipulation >= weights.manipulation_threshold:
         findings = (Finding(kind=FindingKind.MANIPULATION, rule=LEARNED_MANIPULATION,
                             detail=f"{weights.version} manipulation head "
                                    f"{score.p_manipulation:.2f}"),)  # fmt: skip
-    echo = assistant if assistant and assistant.p_biased >= weights.confident_bias else None
+    sure = assistant is not None and assistant.p_biased >= weights.confident_bias
+    echo = assistant if sure and reply_domains else None
     p_user = user.p_biased if user else 0.0
     opinion = opinion_of(user, weights)
+    if not text_domains:
+        opinion = opinion.model_copy(update={"confident_bias": None, "confident_clean": None})
     if manipulated or findings:
-        return JudgeCall(opinion=opinion, findings=findings, assistant_biased=echo)
-    if p_user >= weights.confident_bias and user is not None:
+        return JudgeCall(opinion=opinion, findings=findings, assistant_biased=echo,
+                         reply_domains=reply_domains, fuse=bool(text_domains))  # fmt: skip
+    if p_user >= weights.confident_bias and user is not None and text_domains:
         verdict = alone(user, weights, text_domains, "both" if echo else "user")
-        return JudgeCall(opinion=opinion, verdict=verdict, assistant_biased=echo)
+        return JudgeCall(opinion=opinion, verdict=verdict, assistant_biased=echo,
+                         reply_domains=reply_domains)  # fmt: skip
     if p_user <= weights.confident_clean:
         if echo is not None:
-            verdict = alone(echo, weights, text_domains, "assistant")
+            verdict = alone(echo, weights, reply_domains, "assistant")
             return JudgeCall(opinion=opinion_of(echo, weights), verdict=verdict,
-                             assistant_biased=echo)  # fmt: skip
+                             assistant_biased=echo, reply_domains=reply_domains)  # fmt: skip
         verdict = AuditVerdict.clean(
             score=p_user, auditor=TRAINED_JUDGE_LABEL,
             rationale=f"{weights.version}: P(judging) {p_user:.2f} <= {weights.confident_clean:.2f}",
         ).model_copy(update={"first_stage": opinion, "text_domains": text_domains})  # fmt: skip
         return JudgeCall(opinion=opinion, verdict=verdict)
-    return JudgeCall(opinion=opinion, assistant_biased=echo)
+    return JudgeCall(opinion=opinion, assistant_biased=echo, reply_domains=reply_domains,
+                     fuse=bool(text_domains))  # fmt: skip
 
 
 def alone(
@@ -112,6 +129,6 @@ def with_speaker(verdict: AuditVerdict, call: JudgeCall, weights: JudgeWeights) 
         return verdict.model_copy(update={"speaker": "both" if echo else "user"})
     if echo is None:
         return verdict
-    assistant = alone(echo, weights, verdict.text_domains, "assistant")
+    assistant = alone(echo, weights, call.reply_domains, "assistant")
     return assistant.model_copy(update={"findings": verdict.findings, "auditor": verdict.auditor,
                                         "llm_score": verdict.score})  # fmt: skip

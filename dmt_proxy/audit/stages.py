@@ -158,7 +158,9 @@ class StagedAuditor:
                                            "reply": without_placeholders(staged.reply)})  # fmt: skip
         score = await self.judge.score(scored)
         domains = await asyncio.to_thread(named_domains, staged.text)
-        call = judge_call(score, self.judge.weights, manipulated=manipulated, text_domains=domains)
+        reply_domains = await asyncio.to_thread(named_domains, staged.reply) if staged.reply else ()
+        call = judge_call(score, self.judge.weights, manipulated=manipulated,
+                          text_domains=domains, reply_domains=reply_domains)  # fmt: skip
         findings = findings + call.findings
         if call.verdict is not None:
             return call.verdict.model_copy(update={"findings": findings})
@@ -167,7 +169,7 @@ class StagedAuditor:
         verdict = verdict.model_copy(update={"findings": verdict.findings + findings,
                                              "first_stage": call.opinion,
                                              "text_domains": domains})  # fmt: skip
-        if self.fusion is not None:
+        if self.fusion is not None and call.fuse:
             verdict = fuse(verdict, self.fusion, self.tau_floor)
         return with_speaker(verdict, call, self.judge.weights)
 

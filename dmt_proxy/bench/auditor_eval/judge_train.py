@@ -11,6 +11,14 @@ What is fitted on what (no test split is read; the adversarial sets are not read
   assistant part, labelled by ``biased_speaker``. ``judgment_corpus_v1`` is not used for
   these heads: the encoder study showed it lowers AUC on natural text
   (``benchmarks/results/judge_v2/README.md``).
+* **ordinary chat** (offered, by a rule written after a first test look; see the report): the corpus's rows that name
+  no group and carry no manipulation (chat fragments, complaints, requests; 331 rows) are
+  negatives in every training fold of the biased and kind heads, never scored. The labelled
+  sets hold almost no group-free chat, and the judge trained without it scored 20 of the 30
+  neutral memories of the dose seed sets above ``confident_clean`` and 9 at or above
+  ``confident_bias`` (complaint-and-request register read as judging). Used only if the
+  best out-of-fold AUC on the natural units does not drop by more than 0.01 (it dropped
+  0.014: not used; the named-group rule of ``audit.judge_stage`` handles such texts).
 * **manipulation**: ``judgment_corpus_v1``'s planted verdicts, requests to the auditor and
   instructions to the agent (shapes drawn from the public prompt-injection literature,
   DATA_CARD.md) as positives; the same number of its other rows, seeded, and every natural
@@ -138,12 +146,32 @@ def logistic(x: np.ndarray, y: np.ndarray, *, balanced: bool = False, c: float =
     return LogisticRegression(C=c, max_iter=5000, class_weight=weight).fit(x, y)
 
 
+Extra = tuple[np.ndarray, np.ndarray] | None
+"""Rows (and labels) added to every training fold and never scored."""
+
+
+def with_extra(x: np.ndarray, y: np.ndarray, extra: Extra) -> tuple[np.ndarray, np.ndarray]:
+    if extra is None:
+        return x, y
+    return np.concatenate([x, extra[0]]), np.concatenate([y, extra[1]])
+
+
 def oof_logits(x: np.ndarray, y: np.ndarray, split: list[tuple[np.ndarray, np.ndarray]],
-               *, balanced: bool = True, c: float = C_REG) -> np.ndarray:  # fmt: skip
+               *, balanced: bool = True, c: float = C_REG, extra: Extra = None) -> np.ndarray:  # fmt: skip
     out = np.zeros(len(y))
     for trn, tst in split:
-        out[tst] = logistic(x[trn], y[trn], balanced=balanced, c=c).decision_function(x[tst])
+        head = logistic(*with_extra(x[trn], y[trn], extra), balanced=balanced, c=c)
+        out[tst] = head.decision_function(x[tst])
     return out
+
+
+def ordinary_rows() -> list[dict[str, Any]]:
+    """The corpus's rows that name no group and carry no manipulation: chat fragments,
+    complaints and requests (``topic_talk`` and ``user_request`` without a group)."""
+    path = data_dir("judgment_corpus") / f"{CORPUS}.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [{"id": r["id"], "text": r["text"]} for r in rows
+            if not r["group"] and not r["manipulation"] and r["label"] == "neutral"]  # fmt: skip
 
 
 def embed(name: str, texts: list[str], cache: Path | None) -> np.ndarray:
@@ -231,8 +259,9 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     units = natural_units()
     manip = manipulation_rows(len(units))
-    print(f"{len(units)} natural units, {len(manip)} corpus rows for the manipulation head",
-          file=sys.stderr)  # fmt: skip
+    ordinary = ordinary_rows()
+    print(f"{len(units)} natural units, {len(ordinary)} ordinary corpus rows, {len(manip)} "
+          "corpus rows for the manipulation head", file=sys.stderr)  # fmt: skip
     texts = [u["text"] for u in units]
     features: dict[str, np.ndarray] = {}
     timings: dict[str, float] = {}
@@ -258,24 +287,37 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     print(f"encoder: {chosen} (out-of-fold AUC {cv})", file=sys.stderr)
     x = features[chosen]
     names = chosen.split("+")
-    by_c = {c_reg: oof_logits(x, y, split, c=c_reg) for c_reg in C_GRID}
+    ordinary_x = np.concatenate([embed(n, [r["text"] for r in ordinary], args.cache)
+                                 for n in names], axis=1)  # fmt: skip
+    offered: Extra = (ordinary_x, np.zeros(len(ordinary), bool))
+    choices: dict[bool, dict[float, np.ndarray]] = {
+        used: {c_reg: oof_logits(x, y, split, c=c_reg, extra=offered if used else None)
+               for c_reg in C_GRID}
+        for used in (False, True)
+    }  # fmt: skip
+    best_auc = {used: max(auc(y, lg) for lg in by.values()) for used, by in choices.items()}
+    use_ordinary = best_auc[True] >= best_auc[False] - 0.01
+    extra: Extra = offered if use_ordinary else None
+    by_c = choices[use_ordinary]
     c_auc = {c_reg: auc(y, logits) for c_reg, logits in by_c.items()}
     c_best = max(C_GRID, key=lambda c_reg: (c_auc[c_reg], -c_reg))
-    print(f"biased head C: {c_best} (out-of-fold AUC {c_auc})", file=sys.stderr)
+    print(f"ordinary rows {'used' if use_ordinary else 'not used'} (best out-of-fold AUC "
+          f"{best_auc}); biased head C: {c_best} ({c_auc})", file=sys.stderr)  # fmt: skip
 
-    biased_head = logistic(x, y, balanced=True, c=c_best)
+    biased_head = logistic(*with_extra(x, y, extra), balanced=True, c=c_best)
     a, c = platt(by_c[c_best], y)
     p_oof = sigmoid(a * by_c[c_best] + c)
     clean, bias = band(p_oof, y)
 
     kinds = np.array([u["kind"] for u in units])
-    kind_head = logistic(x, kinds)
+    kind_extra: Extra = (ordinary_x, np.full(len(ordinary), "other")) if use_ordinary else None
+    kind_head = logistic(*with_extra(x, kinds, kind_extra))
     positive = y.copy()
     domains = np.array([u["domain"] or "" for u in units])
     domain_head = logistic(x[positive], domains[positive])
     kind_oof = np.zeros((len(units), len(kind_head.classes_)))
     for trn, tst in split:
-        kind_oof[tst] = logistic(x[trn], kinds[trn]).predict_proba(x[tst])
+        kind_oof[tst] = logistic(*with_extra(x[trn], kinds[trn], kind_extra)).predict_proba(x[tst])
     kind_acc = float((kind_head.classes_[kind_oof.argmax(1)] == kinds).mean())
 
     t = time.perf_counter()
@@ -297,6 +339,9 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     metrics = {
         "units": len(units), "biased_units": int(y.sum()), "biased_c": c_best,
         "oof_auc": c_auc[c_best], "oof_auc_c3": cv[chosen]["auc"],
+        "ordinary_rows": len(ordinary), "ordinary_used": use_ordinary,
+        "oof_auc_best_without_ordinary": best_auc[False],
+        "oof_auc_best_with_ordinary": best_auc[True],
         "oof_auc_en": auc(y[english], by_c[c_best][english]),
         "oof_auc_non_en": auc(y[~english], by_c[c_best][~english]),
         "oof_share_in_band": round(float(((p_oof > clean) & (p_oof < bias)).mean()), 4),
@@ -306,7 +351,8 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     }  # fmt: skip
     weights = JudgeWeights(
         version=args.version, encoders=pins,
-        trained_on=" + ".join(f"{s}/train" for s in SETS) + f"; manipulation: {CORPUS}",
+        trained_on=" + ".join(f"{s}/train" for s in SETS)
+        + f"; ordinary negatives and manipulation: {CORPUS}",
         command=command.strip(),
         biased=BinaryHead(weights=rounded(biased_head.coef_[0]),
                           bias=float(biased_head.intercept_[0]), platt_a=a, platt_c=c),
@@ -373,7 +419,11 @@ def write_report(
         f"`{weights.command}` at {commit[:7]}{' (dirty)' if dirty else ''}; {record['wall_s']} s "
         "on 2 cores.", "",
         f"Trained on {weights.trained_on}. {m['units']:.0f} units (speaker parts), "
-        f"{m['biased_units']:.0f} biased.", "",
+        f"{m['biased_units']:.0f} biased. The {m['ordinary_rows']:.0f} ordinary corpus rows (no "
+        f"group) as negatives in every training fold: best out-of-fold AUC "
+        f"{m['oof_auc_best_with_ordinary']:.3f} with them, {m['oof_auc_best_without_ordinary']:.3f} "
+        f"without: {'used' if m['ordinary_used'] else 'not used (the rule allows a drop of 0.01)'}.",
+        "",
         "Out-of-fold AUC of the biased head at C = 3 by encoder (5-fold, stratified by set x "
         f"label, seed 0); the chosen encoder's C = {m['biased_c']:g} reaches {m['oof_auc']:.3f} "
         f"(en {m['oof_auc_en']:.3f}, non-en {m['oof_auc_non_en']:.3f}):", "",
