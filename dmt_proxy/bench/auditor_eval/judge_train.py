@@ -119,7 +119,7 @@ def natural_units() -> list[dict[str, Any]]:
     return units
 
 
-def manipulation_rows(n_natural: int) -> list[dict[str, Any]]:
+def manipulation_rows() -> list[dict[str, Any]]:
     """The corpus's manipulation rows and as many of its other rows (seeded)."""
     path = data_dir("judgment_corpus") / f"{CORPUS}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -127,7 +127,6 @@ def manipulation_rows(n_natural: int) -> list[dict[str, Any]]:
     rest = [r for r in rows if not r["manipulation"]]
     rng = np.random.default_rng(SEED)
     negative = [rest[i] for i in sorted(rng.choice(len(rest), len(positive), replace=False))]
-    del n_natural
     return [{"id": r["id"], "text": r["text"], "manipulation": bool(r["manipulation"])}
             for r in positive + negative]  # fmt: skip
 
@@ -258,7 +257,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     """Train, write the weights and (``--report``) the training report."""
     started = time.perf_counter()
     units = natural_units()
-    manip = manipulation_rows(len(units))
+    manip = manipulation_rows()
     ordinary = ordinary_rows()
     print(f"{len(units)} natural units, {len(ordinary)} ordinary corpus rows, {len(manip)} "
           "corpus rows for the manipulation head", file=sys.stderr)  # fmt: skip
