@@ -17,8 +17,8 @@ list. The tuples are typed ``tuple[str, ...]`` (``list(DOMAINS)`` is then a
 Derived from here: ``tags.BiasType``, the metric label set (``metrics``), the
 ``propertyNames`` of the policy's per-domain maps and the verdict schema's
 ``bias_type`` enum (both filled in when the schema files are loaded; tests keep
-the files on disk equal), the bias list check (``bench/sim/bias_list.py``) and
-the DIB domain modules (``bench/dib/domains/<name>.py``, one per domain). Adding
+the files on disk equal), the bias list check (``dmt_bench/sim/bias_list.py``) and
+the DIB domain modules (``dmt_bench/dib/domains/<name>.py``, one per domain). Adding
 a domain: add it to ``Domain``, write its DIB module and its bias-list entry, and
 the tests name anything else that is missing (auditor prompts, first-stage
 prototypes).

@@ -1,8 +1,8 @@
 """Every exception dmt-proxy raises on purpose, in one tree; HTTP ones map to one status each.
 
 Exception tree (a class outside this module is named with its module, relative to
-``dmt_proxy``; it stays there because only that module raises it, and subclasses a
-class of this tree)::
+``dmt_proxy``, or in full for the research harness's ``dmt_bench``; it stays there
+because only that module raises it, and subclasses a class of this tree)::
 
     DmtError
     ├── ConfigError                bad settings or policy file (start-up, not HTTP)
@@ -18,8 +18,8 @@ class of this tree)::
     │   ├── UpstreamTimeout        504
     │   ├── UpstreamRejected       upstream answered 4xx; its status is kept
     │   ├── AuditorUnavailable     the auditor model failed      (audit.protocol)
-    │   ├── ProxyUnavailable       a benchmark's proxy stopped answering  (bench.harness.proxy)
-    │   └── GeneratorUnavailable   the simulation's generator failed   (bench.sim.injection)
+    │   ├── ProxyUnavailable       a benchmark's proxy stopped answering  (dmt_bench.harness.proxy)
+    │   └── GeneratorUnavailable   the simulation's generator failed   (dmt_bench.sim.injection)
     ├── ReplyInvalid               a model answered, but not in the shape asked for
     │   ├── VerdictInvalid         + ValueError  not a schema-valid verdict  (audit.parsing)
     │   ├── NoLogprobs             + ValueError  no token log-probs     (audit.logprob)
@@ -33,8 +33,8 @@ class of this tree)::
     ├── RecordConflict             + ValueError  a record id written again under another
     │                              user: a caller bug, not a store failure  (memory.base)
     └── RunInterrupted             a benchmark run stopped before its end; resumable
-        ├── RunStopped             the simulation's turns kept failing  (bench.sim.loop)
-        └── DoseStopped            the dose run's decisions kept failing  (bench.dose.runner)
+        ├── RunStopped             the simulation's turns kept failing  (dmt_bench.sim.loop)
+        └── DoseStopped            the dose run's decisions kept failing  (dmt_bench.dose.runner)
 
     KeyboardInterrupt              (Python's; not an ``Exception``, so no ``except Exception``
     └── Terminated                 swallows it) SIGTERM raised as Ctrl-C is  (cli.framework)
@@ -50,7 +50,7 @@ trail raised before. ``RunInterrupted`` is not an ``UpstreamError``: a stopped
 benchmark run is not a failed model call, and nothing that retries or maps upstream
 failures must treat it as one; the benchmark commands catch it by name.
 ``tests/unit/test_errors_tree.py`` walks every exception class defined in ``dmt_proxy``
-and checks that it is drawn here, under its parent, with the module it is defined in.
+and ``dmt_bench`` and checks that it is drawn here, under its parent, with the module it is defined in.
 """
 
 from __future__ import annotations

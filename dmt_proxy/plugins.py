@@ -4,7 +4,7 @@ Each plugin kind owns one ``Registry`` and one entry-point group:
 
 * memory backend: ``memory.registry.MEMORY_BACKENDS``, ``dmt_proxy.memory_backends``;
 * upstream client: ``upstream.clients.UPSTREAM_CLIENTS``, ``dmt_proxy.upstream_clients``;
-* DIB domain: ``bench.dib.domains.base.DIB_DOMAINS``, ``dmt_proxy.dib_domains``;
+* DIB domain: ``dmt_bench.dib.domains.base.DIB_DOMAINS``, ``dmt_proxy.dib_domains``;
 * auditor: ``audit.registry.AUDITORS``, ``dmt_proxy.auditors``.
 
 A plugin is one class in one module, registered under a name by the kind's

@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091
 . .venv/bin/activate
-paths=(dmt_proxy tests benchmarks deploy scripts)
+paths=(dmt_proxy dmt_bench tests benchmarks deploy scripts)
 echo "[lint] ruff check" >&2
 ruff check "${paths[@]}"
 echo "[lint] ruff format --check" >&2
 ruff format --check "${paths[@]}"
-echo "[lint] mypy --strict dmt_proxy" >&2
-mypy dmt_proxy
+echo "[lint] mypy --strict dmt_proxy dmt_bench" >&2
+mypy dmt_proxy dmt_bench

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import yaml
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 from tests.timing import budget
 
 ADMIN_KEY = "reliability-admin-key"

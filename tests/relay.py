@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 from tests.timing import budget
 
 

@@ -50,11 +50,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _procs import start, stop  # noqa: E402
+from _results import write_result  # noqa: E402
 from audit_throughput import TimingAuditor  # noqa: E402
 
+from dmt_bench.stats import percentile  # noqa: E402
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL  # noqa: E402
 from dmt_proxy.audit.stages import build_audit_pipeline  # noqa: E402
-from dmt_proxy.bench.stats import percentile  # noqa: E402
 from dmt_proxy.exchange import Exchange  # noqa: E402
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend  # noqa: E402
 from dmt_proxy.memory.base import Scope  # noqa: E402
@@ -323,11 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stop(proc)
     result = summarise(items, run, speeds, before, after, load_start, args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(
-        json.dumps(result, indent=1, ensure_ascii=False) + "\n"
-    )
-    args.out.with_suffix(".md").write_text(render(result))
+    write_result(args.out, result, render(result), indent=1, ensure_ascii=False)
     print(render(result))
     return 0
 

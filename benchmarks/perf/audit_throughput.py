@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -31,12 +30,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
+from dmt_bench.stats import percentile
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
-from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
-from dmt_proxy.bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
@@ -184,9 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(render(result))
+    write_result(args.out, result, render(result), indent=1)
     print(render(result))
     return 0
 

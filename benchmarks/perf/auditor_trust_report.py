@@ -5,7 +5,7 @@ Reads committed results only (no model calls) and writes
 
 * ``auditor_eval_v3`` test and ``auditor_eval_v2`` test, whole splits: the committed
   runs' LLM verdicts replayed through this release's pipeline without a model call
-  (``python -m dmt_proxy.bench.auditor_eval.replay RUN --classifier
+  (``dmt-bench auditor-replay RUN --classifier
   first_stage_classifier_v4 --calibration calibration_v3 --out trust/runs``: first stage
   v4 on the placeholder-free text, calibration_v3's fusion, and every LLM verdict's
   ``text_domains``), against the committed default (first stage v3, calibration_v1/v2,
@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks/perf"))
 
+from _results import write_result  # noqa: E402
 from auditor_v4_report import (  # noqa: E402
     V2_BASELINE,
     _f1,
@@ -162,8 +163,7 @@ def main() -> int:
         doc["sets"].append({"set": set_name, **{k: list(v) for k, v in m.items()}})
         commands.append(f"- {set_name}: `{run['meta'].get('command', '')}`")
     lines += ["", NOTES, "## Runs", "", *commands, ""]
-    (OUT / "summary.md").write_text("\n".join(lines))
-    (OUT / "summary.json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_result(OUT / "summary", doc, "\n".join(lines), indent=1)
     print("\n".join(lines))
     return 0
 

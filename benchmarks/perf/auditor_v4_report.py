@@ -32,9 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from dmt_bench.auditor_eval.first_stage_report import item_counts  # noqa: E402
+from dmt_bench.stats import wilson_interval  # noqa: E402
 from dmt_proxy.audit.normalize import normalize_memory  # noqa: E402
-from dmt_proxy.bench.auditor_eval.first_stage_report import item_counts  # noqa: E402
-from dmt_proxy.bench.stats import wilson_interval  # noqa: E402
 from dmt_proxy.resources import data_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results/auditor_eval_v3"

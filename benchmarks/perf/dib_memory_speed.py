@@ -67,16 +67,16 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start, stop
-from _results import finite
+from _results import finite, write_result
 
-from dmt_proxy.bench.auditor_eval.dataset import load_items
-from dmt_proxy.bench.dib.generator import generate, sample_contexts
-from dmt_proxy.bench.dib.runner import by_context
-from dmt_proxy.bench.dib.schema import Sample
-from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ask
-from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.harness.proxy import ProxyClient, free_port
-from dmt_proxy.bench.stats import mean, ratio_of_sums_bootstrap
+from dmt_bench.auditor_eval.dataset import load_items
+from dmt_bench.dib.generator import generate, sample_contexts
+from dmt_bench.dib.runner import by_context
+from dmt_bench.dib.schema import Sample
+from dmt_bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ask
+from dmt_bench.endpoint import Endpoint
+from dmt_bench.harness.proxy import ProxyClient, free_port
+from dmt_bench.stats import mean, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 
 BENCHMARK_VERSION = 1
@@ -505,11 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.out.with_suffix(".json").write_text(
-        json.dumps(finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8"
-    )
     text = markdown(data)
-    args.out.with_suffix(".md").write_text(text, encoding="utf-8")
+    write_result(args.out, finite(data), text, allow_nan=False)
     print(text)
     return 0
 

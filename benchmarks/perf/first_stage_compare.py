@@ -10,13 +10,16 @@ biased items. Writes ``benchmarks/results/first_stage_compare/first_stage_compar
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.auditor_eval.dataset import dataset_path, load_items
 from dmt_proxy.audit.first_stage import EmbeddingFirstStage, load_classifier
-from dmt_proxy.bench.auditor_eval.dataset import dataset_path, load_items
-from dmt_proxy.bench.fit import auc
+from dmt_proxy.audit.fit import auc
 from dmt_proxy.embedder import LocalEmbedder
 
 VERSIONS = ("first_stage_classifier_v2", "first_stage_classifier_v3")
@@ -55,7 +58,6 @@ def main() -> int:
                 "biased": n_b, "neutral": n_n,
                 "domain_head_accuracy": round(domain_ok / n_b, 3),
             })  # fmt: skip
-    OUT.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
         "# Embedding classifier versions on the test splits (`benchmarks/perf/first_stage_compare.py`)",
         "",
@@ -72,7 +74,7 @@ def main() -> int:
             f"{r['threshold']} | {r['recall']} | {r['neutral_skip']} | {r['biased_at_confident']} / "
             f"{r['biased']} | {r['neutral_at_confident']} / {r['neutral']} | {r['domain_head_accuracy']} |"
         )
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(OUT, rows, "\n".join(lines) + "\n", indent=1)
     print("\n".join(lines))
     return 0
 

@@ -21,8 +21,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from dmt_proxy.audit.fit import fit_fusion  # noqa: E402
 from dmt_proxy.audit.logprob import load_calibration  # noqa: E402
-from dmt_proxy.bench.fit import fit_fusion  # noqa: E402
 
 CALIB = ROOT / "benchmarks/results/auditor_eval_v3/calibration"
 V2_TRAIN = (ROOT / "benchmarks/results/auditor_eval_v2/calibration"

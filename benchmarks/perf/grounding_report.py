@@ -45,6 +45,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.stats import wilson_interval
 from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.grounding import (
     LEXICON_VERSION,
@@ -56,7 +61,6 @@ from dmt_proxy.audit.grounding import (
 )
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditVerdict
 from dmt_proxy.audit.stages import judged_text
-from dmt_proxy.bench.stats import wilson_interval
 from dmt_proxy.policy import load_policy
 from dmt_proxy.resources import data_dir
 from dmt_proxy.tags import BiasTag
@@ -393,11 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "grounding" / REPORT_VERSION)
     args = parser.parse_args(argv)
     report = build(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(
-        json.dumps(report, indent=1, ensure_ascii=False) + "\n"
-    )
-    args.out.with_suffix(".md").write_text(render(report))
+    write_result(args.out, report, render(report), indent=1, ensure_ascii=False)
     print(render(report))
     return 0
 

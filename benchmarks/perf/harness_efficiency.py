@@ -9,7 +9,7 @@ injected, untagged; nothing is written and no auditor runs; the seed memories
 were written in mode ``off``, so they are stored ``unaudited``).
 
 Requests are built and scored by the DIB harness itself
-(``dmt_proxy.bench.dib.scorer.ask``: ``request_params`` + ``read_reply``); the
+(``dmt_bench.dib.scorer.ask``: ``request_params`` + ``read_reply``); the
 runner (``run_decisions``) settles the request shape in an untimed warm-up per
 target. The sample is a fixed stratified DIB sample (``stratified_sample``; cut
 round-robin over domains when it has more than ``--decisions``). It is split into
@@ -68,16 +68,16 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start, stop
-from _results import finite
+from _results import finite, write_result
 from harness_efficiency_report import markdown
 
-from dmt_proxy.bench.dib.generator import generate, stratified_sample
-from dmt_proxy.bench.dib.runner import run_decisions
-from dmt_proxy.bench.dib.schema import DIB_VERSION, Sample
-from dmt_proxy.bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode, ask
-from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.bench.harness.proxy import ProxyClient, free_port
-from dmt_proxy.bench.stats import mean, percentile, ratio_of_sums_bootstrap
+from dmt_bench.dib.generator import generate, stratified_sample
+from dmt_bench.dib.runner import run_decisions
+from dmt_bench.dib.schema import DIB_VERSION, Sample
+from dmt_bench.dib.scorer import DecisionResult, Outcome, ScoringConfig, ScoringMode, ask
+from dmt_bench.endpoint import Endpoint
+from dmt_bench.harness.proxy import ProxyClient, free_port
+from dmt_bench.stats import mean, percentile, ratio_of_sums_bootstrap
 from dmt_proxy.errors import ConfigError
 
 BENCHMARK_VERSION = 1
@@ -117,7 +117,7 @@ def bootstrap_ci(direct_s: Sequence[float], proxy_s: Sequence[float], n_boot: in
 
     Each resample draws B block indices with replacement and computes
     ΣT_d[idx] / ΣT_p[idx]; the CI is its central ``level`` percentile interval
-    (``dmt_proxy.bench.stats.ratio_of_sums_bootstrap``, linear interpolation).
+    (``dmt_bench.stats.ratio_of_sums_bootstrap``, linear interpolation).
     (NaN, NaN) with fewer than 2 blocks or mismatched lengths.
     """
     ci = ratio_of_sums_bootstrap(direct_s, proxy_s, n_resamples=n_boot, seed=seed, confidence=level)
@@ -530,12 +530,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(
-        json.dumps(finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8"
-    )
     text = markdown(data)
-    args.out.with_suffix(".md").write_text(text, encoding="utf-8")
+    write_result(args.out, finite(data), text, allow_nan=False)
     print(text)
     return 0
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,11 +24,15 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.stats import wilson_interval
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.audit.stages import second_judges, staged_auditor
-from dmt_proxy.bench.stats import wilson_interval
 from dmt_proxy.policy import load_policy
 from dmt_proxy.resources import data_dir
 from dmt_proxy.upstream.base import ModelEndpoint
@@ -77,8 +80,6 @@ def main() -> int:
     command = "python benchmarks/perf/judge_dose_neutral.py " + " ".join(sys.argv[1:])
     doc = {"commit": commit, "command": command, "policy": str(args.policy), "rows": rows,
            "tagged": len(tagged), "n": len(rows)}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     lines = [
         "# Dose seed sets' neutral memories under the judge v2 pipeline", "",
         f"`{command}` at {commit[:7]}.", "",
@@ -90,7 +91,7 @@ def main() -> int:
           f"{'' if r['first_stage'] is None else format(r['first_stage'], '.2f')} | "
           f"{'yes' if r['llm'] else 'no'} |" for r in rows],
     ]  # fmt: skip
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_result(args.out, doc, "\n".join(lines) + "\n", indent=1)
     print("\n".join(lines[:5]))
     return 0
 

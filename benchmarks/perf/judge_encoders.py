@@ -32,6 +32,7 @@ import hashlib
 import importlib.metadata
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,10 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "dmt_proxy" / "data"
@@ -168,8 +173,6 @@ def main() -> None:
         "command": "python benchmarks/perf/judge_encoders.py"
                    + (" --e5-corpus" if args.e5_corpus else ""),
     }  # fmt: skip
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "encoder_study.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = ["# Encoders and training data for a trained judge (exploratory)", "",
              f"`{record['command']}` at {commit[:7]}; {record['wall_s']} s. Natural texts: the "
              f"train splits of {', '.join(SETS)} ({len(natural)} items; no test split read). "
@@ -188,7 +191,7 @@ def main() -> None:
             lines.append(f"| {key} | " + " | ".join(parts) + " |")
     lines += ["", f"Encoding cost: USE {timings['use_s_per_text'] * 1000:.1f} ms per text, "
               f"e5 {timings['e5_s_per_text'] * 1000:.1f} ms per text (batches of {BATCH})."]  # fmt: skip
-    (OUT / "encoder_study.md").write_text("\n".join(lines) + "\n")
+    write_result(OUT / "encoder_study", record, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT / "benchmarks/perf"))
 
 from fusion_refit_rule import FOLDS, folds  # noqa: E402
 
+from dmt_proxy.audit.fit import auc  # noqa: E402
 from dmt_proxy.audit.logprob import load_calibration, logit, sigmoid  # noqa: E402
-from dmt_proxy.bench.fit import auc  # noqa: E402
 
 CALIB = ROOT / "benchmarks/results/auditor_eval_v3/calibration"
 OOF = ROOT / "benchmarks/results/auditor_eval_v3/first_stage_v4_oof_train.json"

@@ -42,7 +42,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from dmt_proxy.bench.stats import percentile
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.backends.langmem_backend import LangMemBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
@@ -264,10 +268,7 @@ async def main() -> None:
     if args.write:
         summary = {"conversation": str(CONVERSATION.relative_to(ROOT.parent)),
                    "version": spec["version"], "command": command, "paths": rows}  # fmt: skip
-        (RESULTS / "langmem_manager" / "langmem_manager.json").write_text(
-            json.dumps(summary, indent=1) + "\n"
-        )
-        (RESULTS / "langmem_manager" / "langmem_manager.md").write_text(md)
+        write_result(RESULTS / "langmem_manager" / "langmem_manager", summary, md, indent=1)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
 
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.local_models import LOCAL_MODELS
@@ -90,8 +95,6 @@ def main() -> None:
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "threads": settings.model_threads, "parallel_slots": settings.model_parallel,
             "results": rows}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# Local model speed (benchmark `local_models` v1)", "",
         f"Measured {data['when']}, llama-server with {data['threads']} threads and "
@@ -107,7 +110,7 @@ def main() -> None:
         lines.append(f"| {r['model']} | {r['prompt_tokens_per_s']:.0f} | "
                      f"{r['generation_tokens_per_s']:.1f} | {r['decision_cold_s']:.2f} | "
                      f"{r['decision_warm_s']:.2f} |")  # fmt: skip
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(args.out, data, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

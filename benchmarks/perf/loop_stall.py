@@ -41,9 +41,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start, stop
+from _results import write_result
 
-from dmt_proxy.bench.harness.proxy import free_port
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
+from dmt_proxy.net import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "perf" / "loop_stall"
 ADMIN_KEY = "loop-stall-admin"
@@ -234,8 +235,6 @@ def main() -> None:
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "command": f"python benchmarks/perf/loop_stall.py --label {args.label} "
                          f"--seconds {args.seconds:g} --concurrency {args.concurrency}"}  # fmt: skip
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# Chat latency while large memories are audited ({args.label}, {commit})", "",
              f"`{result['command']}`; {os.cpu_count()} cores shared by the fakes, the proxy "
              "and the load; fakes answer instantly.", "",
@@ -249,7 +248,7 @@ def main() -> None:
                      f"{ch['p50_ms']} | {ch['p99_ms']} | {ch['max_ms']} | {c['chat_errors']} | "
                      f"{hz['p99_ms']} | {hz['max_ms']} | {c['large_memories_sent']} "
                      f"({c['bytes_sent'] / 1e6:.1f}) | {lag_text(c['event_loop_lag'])} |")  # fmt: skip
-    (RESULTS / f"{args.label}.md").write_text("\n".join(lines) + "\n")
+    write_result(RESULTS / args.label, result, "\n".join(lines) + "\n", add_suffix=True)
     print("\n".join(lines))
 
 

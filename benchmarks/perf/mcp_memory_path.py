@@ -44,7 +44,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start
-from _results import finite
+from _results import finite, write_result
 from memory_path import (
     ADMIN_KEY,
     USER_ID,
@@ -57,7 +57,7 @@ from memory_path import (
     summarize,
 )
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 TARGETS = {"add_memory_ack_p50_ms": 10.0, "search_memories_p95_ms": 60.0}
@@ -232,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
         "results": results,
     }  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(finite(data), indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(data))
+    write_result(args.out, finite(data), markdown(data))
     print(markdown(data))
     return 0
 

@@ -13,7 +13,7 @@ three conditions that differ only in the system messages the proxy would inject:
 The messages are built in-process with the proxy's own renderer and sent in the
 pipeline's order (injected context first, then the user's turn), so the measured
 difference is the block's, not retrieval noise. Accuracy per condition with Wilson
-95 % intervals (``dmt_proxy.bench.stats``). Answers are appended to
+95 % intervals (``dmt_bench.stats``). Answers are appended to
 ``<run-dir>/<condition>.jsonl`` as they arrive; a rerun skips what is there.
 
 Run:  python benchmarks/perf/memory_accuracy.py --model qwen2.5-0.5b --run-dir /tmp/memacc
@@ -32,8 +32,12 @@ from pathlib import Path
 
 import httpx
 
-from dmt_proxy.bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
-from dmt_proxy.bench.stats import wilson_interval
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
+from dmt_bench.stats import wilson_interval
 from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.render import render_memories
 from dmt_proxy.policy import Policy
@@ -225,9 +229,9 @@ def main() -> None:
     print(md)
     if args.write:
         stem = RESULTS / "memory_accuracy" / f"memory_accuracy_{args.model}"
-        # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
-        (stem.parent / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (stem.parent / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
+        note = f"\n{args.note}\n" if args.note else ""
+        # add_suffix: the model name has a dot in it (qwen2.5-0.5b).
+        write_result(stem, summary, md + note, indent=1, add_suffix=True)
 
 
 if __name__ == "__main__":

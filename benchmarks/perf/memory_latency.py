@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
 from dmt_proxy.embedder import LocalEmbedder
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
 from dmt_proxy.memory.registry import BackendConfig, create_backend

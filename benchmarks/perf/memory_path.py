@@ -58,11 +58,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start, stop
-from _results import finite
+from _results import finite, write_result
 from memory_path_report import TARGETS, markdown
 
-from dmt_proxy.bench.harness.proxy import free_port
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
+from dmt_proxy.net import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 USER_ID = "bench-user"  # the user memory_latency.fill_set writes for
@@ -547,9 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
         "results": results,
     }  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(finite(data), indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(data))
+    write_result(args.out, finite(data), markdown(data))
     print(markdown(data))
     return 0
 

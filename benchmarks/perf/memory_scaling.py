@@ -50,6 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _results import write_result
 from memory_latency import FILLERS, RESULTS, TOPICS, FillEmbedder, measure
 
 RESULT_VERSION = 1
@@ -272,15 +273,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def write_results(result: dict[str, Any], prefix: Path, final: bool) -> None:
     """JSON after every row; markdown and PNG at the end."""
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    json_path = prefix.with_suffix(".json")
-    json_path.write_text(json.dumps(result, indent=2, allow_nan=True) + "\n", encoding="utf-8")
+    write_result(prefix, result)  # before the plot: a failed plot keeps the rows
     if final:
         png = prefix.with_suffix(".png")
         plot(result["rows"], png)
-        md = markdown(result, png.name)
-        prefix.with_suffix(".md").write_text(md, encoding="utf-8")
-        print(f"wrote {json_path}, {png}, {prefix.with_suffix('.md')}", file=sys.stderr)
+        write_result(prefix, result, markdown(result, png.name))
+        md = prefix.with_suffix(".md")
+        print(f"wrote {prefix.with_suffix('.json')}, {png}, {md}", file=sys.stderr)
 
 
 def parent(args: argparse.Namespace, argv: list[str]) -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import shlex
@@ -37,9 +36,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start, stop
+from _results import write_result
 from loadgen import LoadResult, run_load
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 TARGETS = ("direct", "dmt-proxy", "dmt-proxy-responses", "dmt-proxy-messages", "litellm-proxy")
@@ -331,9 +331,7 @@ def main() -> None:
     )
     data.update(load_start=load_start, load_end=os.getloadavg()[0], note=args.note,
                 command="python benchmarks/perf/overhead.py " + shlex.join(sys.argv[1:]))  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(data))
+    write_result(args.out, data, markdown(data))
     print(markdown(data))
 
 

@@ -54,9 +54,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import python, start, stop
+from _results import write_result
 
-from dmt_proxy.bench.harness.proxy import free_port
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
+from dmt_proxy.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -422,8 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = asyncio.run(run(args))
     out = Path(args.out_prefix)
-    out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(data))
+    write_result(out, data, markdown(data))
     print(markdown(data))
     return 0
 

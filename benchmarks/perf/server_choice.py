@@ -32,8 +32,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _procs import start, stop
+from _results import write_result
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.launcher import server_binary
 from dmt_proxy.upstream.local_models import get_model, model_path
@@ -116,8 +117,6 @@ def main() -> None:
             stop(proc)
     data = {"benchmark": "server_choice", "version": 1, "model": "smollm2",
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}  # fmt: skip
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "server_choice.json").write_text(json.dumps(data, indent=2) + "\n")
     names = list(results)
     rows = [
         ("decision call with top_logprobs (s)", "logprobs_call_s"),
@@ -138,7 +137,7 @@ def main() -> None:
         a, b = results[names[0]][key], results[names[1]][key]
         fmt = (lambda v: f"{v:.3f}") if isinstance(a, float) else str
         lines.append(f"| {label} | {fmt(a)} | {fmt(b)} |")
-    (RESULTS / "server_choice.md").write_text("\n".join(lines) + "\n")
+    write_result(RESULTS / "server_choice", data, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -32,7 +32,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from dmt_proxy.bench.stats import wilson_interval
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import write_result
+
+from dmt_bench.stats import wilson_interval
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.upstream.base import ModelEndpoint, UpstreamCall
 from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
@@ -209,9 +213,9 @@ async def main() -> None:
     if args.write:
         label = f"_{args.tasks.stem}_{args.label}" if args.label else ""
         stem = RESULTS / "tool_calls" / f"tool_calls_{args.model}{label}"
-        # Not with_suffix: the model name has a dot in it (qwen2.5-0.5b).
-        (stem.parent / f"{stem.name}.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (stem.parent / f"{stem.name}.md").write_text(md + (f"\n{args.note}\n" if args.note else ""))
+        note = f"\n{args.note}\n" if args.note else ""
+        # add_suffix: the model name has a dot in it (qwen2.5-0.5b).
+        write_result(stem, summary, md + note, indent=1, add_suffix=True)
 
 
 if __name__ == "__main__":

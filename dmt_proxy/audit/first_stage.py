@@ -5,7 +5,7 @@ sentences) and every piece is embedded with the local MiniLM model. Two scorers:
 
 * ``classifier`` (default): a logistic regression over piece embeddings,
   trained on the train split of the labelled set (``first_stage_classifier_v1.json``,
-  built by ``python -m dmt_proxy.bench.auditor_eval.first_stage_train``):
+  built by ``dmt-bench first-stage-train``):
   ``score(m) = max_{s in pieces(m)} sigmoid(w · e(s) + b)``, a probability;
 * ``similarity``: cosine similarity to stereotype statements written from the
   paper's bias list (Table 3): ``score(m) = max_{s, p} cos(e(s), e(p))``.

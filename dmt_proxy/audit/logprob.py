@@ -22,7 +22,7 @@ Calibration (``Calibration``): Platt scaling fitted on the train split,
 parameters live in ``dmt_proxy/data/auditor_calibration/<version>.json``, one entry
 per ``model@prompt``; a pair without an entry uses ``P_raw`` and says so in the
 verdict's auditor label (``…@prompt/uncalibrated``). This module only applies a
-fitted calibration or fusion; fitting them is offline work (``dmt_proxy.bench.fit``).
+fitted calibration or fusion; fitting them is offline work (``dmt_proxy.audit.fit``).
 """
 
 from __future__ import annotations

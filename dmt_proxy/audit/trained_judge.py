@@ -7,7 +7,7 @@ train). Linear heads over a multilingual encoder, trained on labelled natural te
 and decides the confident cases alone; the LLM judges only the uncertain band between
 ``confident_clean`` and ``confident_bias`` (``dmt_proxy.audit.stages``).
 
-Heads, fitted by ``python -m dmt_proxy.bench.auditor_eval.judge_train`` (weights in
+Heads, fitted by ``dmt-bench judge-train`` (weights in
 ``dmt_proxy/data/judge/<version>.json``; the encoders come from their packages, pinned by
 the sha256 of their weights):
 

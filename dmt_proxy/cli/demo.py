@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import yaml
 
-from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.cli.demo_view import (
     INDENT,
     Remark,
@@ -52,6 +51,7 @@ from dmt_proxy.cli.demo_view import (
 )
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.net import free_port
 from dmt_proxy.policy import Policy, default_policy_path, load_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus

@@ -137,7 +137,8 @@ class CommandGroup:
 def _optional(exc: ModuleNotFoundError, module: str) -> bool:
     """Whether ``exc``, raised importing a group's ``module``, is an install choice."""
     name = exc.name or ""
-    if not name.startswith("dmt_proxy"):
+    ours = ("dmt_proxy", module.split(".")[0])  # the product, and the group's own package
+    if not any(name == top or name.startswith(top + ".") for top in ours):
         return True  # a third-party package: an extra (or an unknown one) not installed
     # the group's own module (or a package above it) is not in this build
     return module == name or module.startswith(name + ".")

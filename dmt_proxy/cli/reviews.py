@@ -3,7 +3,7 @@
 Export reads the review trail and the memory store the policy names (SQLite or
 PostgreSQL, as the proxy does; stop a single-process proxy on the same state
 directory first, as for ``audit-backfill``). Calibrate reads an exported dataset,
-refits on its train part (``dmt_proxy.bench.auditor_eval.recalibrate``), prints before/after on
+refits on its train part (``dmt_proxy.audit.recalibrate``), prints before/after on
 the held-back part, and writes a new calibration file that a policy must name
 (``audit.calibration``) to use; it never replaces the running one.
 """
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dmt_proxy.audit.logprob import load_calibration
-from dmt_proxy.bench.auditor_eval.recalibrate import ReviewItem, Scores, refit
+from dmt_proxy.audit.recalibrate import ReviewItem, Scores, refit
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.assembly import export_reviews
 from dmt_proxy.memory.review_dataset import read_dataset, write_dataset

@@ -4,7 +4,7 @@ Not a language model: a text's row is its words hashed into ``dims`` buckets (un
 length), so a head whose weights favour some words scores texts containing them high.
 It lets unit tests drive ``TrainedJudge`` and the staged auditor without loading an
 encoder; what the real encoders and the shipped heads do is measured by the benchmark
-(``dmt_proxy.bench.auditor_eval.judge_train``) and the e2e tests.
+(``dmt_bench.auditor_eval.judge_train``) and the e2e tests.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 
 TEMPLATE = "dmt_template"
 SUPERUSER = "postgres"

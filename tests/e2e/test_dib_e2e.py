@@ -28,7 +28,7 @@ def test_dib_run_sample_against_local_model(
     out = tmp_path / "run"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "dmt_proxy.cli.bench_cli", "dib", "run",
+            sys.executable, "-m", "dmt_bench.cli", "dib", "run",
             "--model", "qwen2.5-0.5b", "--base-url", base_url,
             "--sample", "60", "--seed", "0", "--concurrency", "2",
             "--bootstrap", "200", "--permutations", "200", "--out", str(out),

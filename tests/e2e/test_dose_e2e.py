@@ -38,7 +38,7 @@ def test_dose_tiny_with_local_models(
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "dmt_proxy.cli.bench_cli", "dose", "--config", str(path),
+        [sys.executable, "-m", "dmt_bench.cli", "dose", "--config", str(path),
          "--out", str(out)],
         capture_output=True, text=True, timeout=2400, env={**os.environ},
     )  # fmt: skip

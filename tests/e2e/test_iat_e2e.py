@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.cli.bench_cli import main as bench_main
+from dmt_bench.cli import main as bench_main
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

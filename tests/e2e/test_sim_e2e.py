@@ -30,7 +30,7 @@ def test_compare_tiny_with_local_models(
     out = tmp_path / "run"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "dmt_proxy.cli.bench_cli", "compare", "--dmt", "--quick",
+            sys.executable, "-m", "dmt_bench.cli", "compare", "--dmt", "--quick",
             "--memory", "mem0", "--turns", "2", "--interval", "2", "--lambda", "0.5",
             "--seed", "3", "--dib-sample", "1", "--dib-domains", "age,gender",
             "--out", str(out), "--no-progress",

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS_FILE = REPO / "deploy" / "prometheus" / "alerts.yml"

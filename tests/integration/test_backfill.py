@@ -7,7 +7,6 @@ auditor model (what it judges is not the point: which store is read is)."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, Scope
 from dmt_proxy.memory.registry import BackendConfig, create_backend
 from dmt_proxy.memory.write.backfill import backfill
+from dmt_proxy.net import free_port
 from dmt_proxy.policy import AuditPolicy, TagAction, parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
@@ -128,9 +128,7 @@ def test_audit_backfill_command_opens_the_policys_store(
     asyncio.run(seed_store(state_dir, {"collection": "other"}))
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(json.dumps(OTHER_STORE), encoding="utf-8")
-    with socket.socket() as sock:  # a port nothing listens on: the auditor is unreachable
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nothing listens on: the auditor is unreachable
     base = port - list(LOCAL_MODELS).index("qwen2.5-1.5b")
     monkeypatch.setenv("DMT_MODELS_PORT_BASE", str(base))
     code = main(["--state-dir", str(state_dir), "audit-backfill", "--user", "u1",

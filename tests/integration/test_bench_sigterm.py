@@ -50,7 +50,7 @@ def test_sigterm_marks_the_run_stopped_with_its_time(
     path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dmt_proxy.cli.bench_cli", "run", "--config", str(path),
+        [sys.executable, "-m", "dmt_bench.cli", "run", "--config", str(path),
          "--out", str(out)],
         env={**os.environ, "FAKE_KEY": "not-a-key"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from dmt_proxy.cli import bench_cli
+from dmt_bench import cli as bench_cli
 from tests.unit.test_cli import ROOT, _run
 
 
@@ -38,6 +38,6 @@ def test_a_module_missing_while_a_command_runs_names_its_extra(tmp_path: Path) -
 
 
 def test_a_missing_module_of_our_own_is_a_bug_with_its_traceback() -> None:
-    done = _run("dmt-bench", "dmt_proxy.bench.stats", "--help")
+    done = _run("dmt-bench", "dmt_bench.stats", "--help")
     assert done.returncode == 1
     assert "ModuleNotFoundError" in done.stderr and "Traceback" in done.stderr

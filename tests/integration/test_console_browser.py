@@ -25,8 +25,8 @@ import pytest
 import uvicorn
 
 from dmt_proxy.api import create_app
-from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
+from dmt_proxy.net import free_port
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.auditor import ScriptedAuditor

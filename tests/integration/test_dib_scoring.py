@@ -1,6 +1,6 @@
 """Asking, scoring, running and reporting, against the shipped FakeDecisionUpstream.
 
-The fake (``dmt_proxy.testing.dib``) is a scripted OpenAI-compatible endpoint,
+The fake (``dmt_bench.testing.dib``) is a scripted OpenAI-compatible endpoint,
 not a model: it stands in for the error paths and wire shapes (no logprobs,
 rejected grammar, refusals, 500s) that the real local model cannot be made to
 produce on demand. The real model is exercised in tests/e2e/test_dib_e2e.py.
@@ -16,14 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from dmt_proxy.bench.dib.answers import GRAMMAR_0_100
-from dmt_proxy.bench.dib.generator import generate
-from dmt_proxy.bench.dib.report import build_report, render_table
-from dmt_proxy.bench.dib.runner import run_decisions
-from dmt_proxy.bench.dib.schema import Sample
-from dmt_proxy.bench.dib.scorer import Method, Outcome, ScoringConfig, ScoringMode, ask
-from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
+from dmt_bench.dib.answers import GRAMMAR_0_100
+from dmt_bench.dib.generator import generate
+from dmt_bench.dib.report import build_report, render_table
+from dmt_bench.dib.runner import run_decisions
+from dmt_bench.dib.schema import Sample
+from dmt_bench.dib.scorer import Method, Outcome, ScoringConfig, ScoringMode, ask
+from dmt_bench.endpoint import Endpoint
+from dmt_bench.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
 
 ENDPOINT = Endpoint(base_url="http://fake.invalid/v1", model="fake-model", concurrency=3)
 

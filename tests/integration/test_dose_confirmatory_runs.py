@@ -22,19 +22,19 @@ from typing import Any
 import pytest
 import yaml
 
-from dmt_proxy.bench.dose import cells as c
-from dmt_proxy.bench.dose import preregistration as p
-from dmt_proxy.bench.dose import report
-from dmt_proxy.bench.dose.config import PreregistrationRef, parse_dose_config
-from dmt_proxy.bench.dose.contrasts import contexts_of
-from dmt_proxy.bench.dose.primary import primary_family
-from dmt_proxy.bench.dose.results import DoseResults, build_results
-from dmt_proxy.bench.dose.runner import run_dose
-from dmt_proxy.bench.dose.seed_sets import SeedFile, SeedLibrary, shipped_library
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.cli import main
+from dmt_bench.dose import cells as c
+from dmt_bench.dose import preregistration as p
+from dmt_bench.dose import report
+from dmt_bench.dose.config import PreregistrationRef, parse_dose_config
+from dmt_bench.dose.contrasts import contexts_of
+from dmt_bench.dose.primary import primary_family
+from dmt_bench.dose.results import DoseResults, build_results
+from dmt_bench.dose.runner import run_dose
+from dmt_bench.dose.seed_sets import SeedFile, SeedLibrary, shipped_library
+from dmt_bench.testing.sim import BIAS_MARKER, FakeProxy
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
-from dmt_proxy.testing.sim import BIAS_MARKER, FakeProxy
 from dmt_proxy.upstream.base import UpstreamCall
 
 SETTINGS = Settings()

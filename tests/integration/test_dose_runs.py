@@ -25,18 +25,18 @@ from typing import Any
 import pytest
 import yaml
 
-from dmt_proxy.bench.auditor_eval.dataset import EvalItem
-from dmt_proxy.bench.dose import cells as c
-from dmt_proxy.bench.dose import estimate, report
-from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
-from dmt_proxy.bench.dose.results import build_results, find_row
-from dmt_proxy.bench.dose.runner import run_dose
-from dmt_proxy.bench.dose.seeds import biased_order
-from dmt_proxy.bench.harness.rundir import Manifest
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.auditor_eval.dataset import EvalItem
+from dmt_bench.cli import main
+from dmt_bench.dose import cells as c
+from dmt_bench.dose import estimate, report
+from dmt_bench.dose.config import DoseConfig, parse_dose_config
+from dmt_bench.dose.results import build_results, find_row
+from dmt_bench.dose.runner import run_dose
+from dmt_bench.dose.seeds import biased_order
+from dmt_bench.harness.rundir import Manifest
+from dmt_bench.testing.sim import BIAS_MARKER, FakeProxy, scripted_agent_reply
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
-from dmt_proxy.testing.sim import BIAS_MARKER, FakeProxy, scripted_agent_reply
 from dmt_proxy.upstream.base import UpstreamCall
 
 SETTINGS = Settings()
@@ -195,7 +195,7 @@ async def test_seeding_resumes_without_duplicating_memories(
 ) -> None:
     config = tiny(proxy, modes=["off"], kinds=["biased"])
     out = tmp_path / "run"
-    from dmt_proxy.bench.dose.runner import DoseRun
+    from dmt_bench.dose.runner import DoseRun
 
     run = DoseRun(config, out, resume=False, progress=None, items=MARKED)
     scope = c.ScopeKey(source="age", kind="biased", k=3)
@@ -215,7 +215,7 @@ async def test_seeding_resumes_without_duplicating_memories(
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "dmt_proxy.cli.bench_cli", "dose", *args],
+        [sys.executable, "-m", "dmt_bench.cli", "dose", *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

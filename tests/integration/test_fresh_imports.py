@@ -74,7 +74,7 @@ def test_the_fakes_import_without_pytest() -> None:
     code = textwrap.dedent("""
         import sys
         import dmt_proxy.testing.app, dmt_proxy.testing.auditor, dmt_proxy.testing.chat
-        import dmt_proxy.testing.dib, dmt_proxy.testing.sim, dmt_proxy.testing.upstream_server
+        import dmt_bench.testing.dib, dmt_bench.testing.sim, dmt_proxy.testing.upstream_server
         print("pytest" in sys.modules)
     """)
     proc = subprocess.run(
@@ -89,14 +89,14 @@ LAZY = textwrap.dedent("""
     from dmt_proxy.memory.registry import create_backend, known_backends
     from dmt_proxy.memory.registry import backend_class
     from dmt_proxy.audit.registry import known_auditors
-    from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
+    from dmt_bench.dib.domains.base import DIB_DOMAINS
     from dmt_proxy.upstream.clients import client_class, known_clients
     out = {"names": [known_backends(), known_auditors(), DIB_DOMAINS.names(), known_clients()]}
     backend_class("memory")
     client_class("litellm")  # its module is imported; litellm itself only on the first call
     heavy = ("mem0", "langgraph", "langmem", "qdrant_client", "litellm", "torch")
     out["loaded"] = sorted(m for m in heavy if m in sys.modules)
-    out["dib"] = sorted(m for m in sys.modules if m.startswith("dmt_proxy.bench.dib.domains."))
+    out["dib"] = sorted(m for m in sys.modules if m.startswith("dmt_bench.dib.domains."))
     print(json.dumps(out))
 """)
 
@@ -112,4 +112,4 @@ def test_listing_plugins_imports_none_of_the_heavy_ones() -> None:
     assert {"auto", "litellm", "openai-compat"} <= set(clients)
     assert {"llm", "scripted"} <= set(auditors) and len(dib) == 9
     assert out["loaded"] == []
-    assert out["dib"] == ["dmt_proxy.bench.dib.domains.base"]
+    assert out["dib"] == ["dmt_bench.dib.domains.base"]

@@ -22,30 +22,30 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dmt_proxy.bench.iat.live_plan import (
+from dmt_bench.cli import main as bench_main
+from dmt_bench.iat.live_plan import (
     CompareRun,
     choose_conditions,
     load_compare_run,
     plan_targets,
 )
-from dmt_proxy.bench.iat.prompts import explicit_prompt, implicit_prompt
-from dmt_proxy.bench.iat.results import read_result
-from dmt_proxy.bench.iat.stimuli import load_stimuli
-from dmt_proxy.bench.iat.templates import VARIANTS
-from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
-from dmt_proxy.bench.sim import runner
-from dmt_proxy.bench.sim.config import parse_config
-from dmt_proxy.cli.bench_cli import main as bench_main
-from dmt_proxy.memory.backends.in_memory import InMemoryBackend
-from dmt_proxy.memory.base import MemoryRecord, Scope, with_audit
-from dmt_proxy.settings import Settings
-from dmt_proxy.tags import AuditStatus, BiasTag
-from dmt_proxy.testing.sim import (
+from dmt_bench.iat.prompts import explicit_prompt, implicit_prompt
+from dmt_bench.iat.results import read_result
+from dmt_bench.iat.stimuli import load_stimuli
+from dmt_bench.iat.templates import VARIANTS
+from dmt_bench.iat.trials import TrialPlan, make_plans
+from dmt_bench.sim import runner
+from dmt_bench.sim.config import parse_config
+from dmt_bench.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
     scripted_agent_reply,
     scripted_generator,
 )
+from dmt_proxy.memory.backends.in_memory import InMemoryBackend
+from dmt_proxy.memory.base import MemoryRecord, Scope, with_audit
+from dmt_proxy.settings import Settings
+from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import UpstreamCall
 from tests.unit.test_iat_live import fabricated_run
 

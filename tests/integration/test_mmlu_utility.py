@@ -1,4 +1,4 @@
-"""MMLU-Pro utility through the proxy (``bench/mmlu_utility.py``) on ``FakeProxy``.
+"""MMLU-Pro utility through the proxy (``dmt_bench/mmlu_utility.py``) on ``FakeProxy``.
 
 The real proxy app over loopback HTTP with the shipped scripted models: the test
 checks the harness (seeding, the grammar reaching the model, parsing, resume,
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.mmlu_utility import (
+from dmt_bench.mmlu_utility import (
     UtilityConfig,
     letter_grammar,
     main,
@@ -21,8 +21,8 @@ from dmt_proxy.bench.mmlu_utility import (
     read_answers,
     run_utility,
 )
+from dmt_bench.testing.sim import FakeProxy
 from dmt_proxy.settings import Settings
-from dmt_proxy.testing.sim import FakeProxy
 from dmt_proxy.upstream.base import UpstreamCall
 
 

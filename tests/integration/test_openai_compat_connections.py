@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import httpx
 
+from dmt_proxy.net import free_port
 from dmt_proxy.testing.upstream_server import ANSWER, create_fake_upstream
 from dmt_proxy.upstream.clients.openai_compat import OpenAICompatChatModel
 from tests.unit.test_openai_compat import CALL, FAST
@@ -19,15 +20,12 @@ def test_streams_reuse_the_upstream_connection() -> None:
     """
     import asyncio
     import dataclasses
-    import socket
     import threading
     import time
 
     import uvicorn
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_fake_upstream(), host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="off"))  # fmt: skip
     thread = threading.Thread(target=server.run, daemon=True)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dmt_proxy.bench.sim.stream import read_stream
+from dmt_bench.sim.stream import read_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK_RUN = ROOT / "benchmarks" / "results" / "sim" / "quick_mem0_seed0"
@@ -38,11 +38,11 @@ def audit(event, args):
 sys.addaudithook(audit)
 
 import dmt_proxy
-from dmt_proxy.bench.harness.progress import Bars
-from dmt_proxy.bench.sim.config import load_config
-from dmt_proxy.bench.sim.runner import Experiment
+from dmt_bench.harness.progress import Bars
+from dmt_bench.sim.config import load_config
+from dmt_bench.sim.runner import Experiment
 from dmt_proxy.settings import Settings
-from dmt_proxy.testing.sim import scripted_generator
+from dmt_bench.testing.sim import scripted_generator
 
 checkout, out = Path(sys.argv[1]), Path(sys.argv[2])
 config = load_config(checkout / "benchmarks" / "configs" / "quick.yaml")

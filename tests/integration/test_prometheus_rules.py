@@ -20,8 +20,8 @@ import pytest
 import yaml
 from prometheus_client import start_http_server
 
-from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.metrics import Metrics
+from dmt_proxy.net import free_port
 from tests.integration.prom_helpers import (
     ALERTS_FILE,
     PrometheusServer,

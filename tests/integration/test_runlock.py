@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.harness import runlock
-from dmt_proxy.bench.harness.rundir import open_run_dir
-from dmt_proxy.bench.sim.config import SIM_VERSION, load_config
+from dmt_bench.harness import runlock
+from dmt_bench.harness.rundir import open_run_dir
+from dmt_bench.sim.config import SIM_VERSION, load_config
 from dmt_proxy.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"

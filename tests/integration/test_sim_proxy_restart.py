@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.harness.proxy import wait_for_previous
+from dmt_bench.harness.proxy import wait_for_previous
 from dmt_proxy.errors import ConfigError
 
 

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import yaml
 
-from dmt_proxy.bench.harness.rundir import Manifest
-from dmt_proxy.bench.sim.records import read_audits, read_turns
-from dmt_proxy.bench.sim.stream import read_stream
-from dmt_proxy.testing.sim import FakeProxy
+from dmt_bench.harness.rundir import Manifest
+from dmt_bench.sim.records import read_audits, read_turns
+from dmt_bench.sim.stream import read_stream
+from dmt_bench.testing.sim import FakeProxy
 
 CONDITIONS = ["baseline", "dmt"]
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "dmt_proxy.cli.bench_cli", "run", *args, "--no-progress"],
+        [sys.executable, "-m", "dmt_bench.cli", "run", *args, "--no-progress"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -17,20 +17,20 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.harness.rundir import Manifest
-from dmt_proxy.bench.sim import heatmap_report, report, runner
-from dmt_proxy.bench.sim.config import SimConfig, parse_config
-from dmt_proxy.bench.sim.records import read_audits, read_turns
-from dmt_proxy.bench.sim.stream import read_stream
-from dmt_proxy.cli.bench_cli import main
-from dmt_proxy.errors import ConfigError, RunInterrupted, UpstreamError
-from dmt_proxy.settings import Settings
-from dmt_proxy.testing.sim import (
+from dmt_bench.cli import main
+from dmt_bench.harness.rundir import Manifest
+from dmt_bench.sim import heatmap_report, report, runner
+from dmt_bench.sim.config import SimConfig, parse_config
+from dmt_bench.sim.records import read_audits, read_turns
+from dmt_bench.sim.stream import read_stream
+from dmt_bench.testing.sim import (
     BIAS_MARKER,
     FakeProxy,
     scripted_agent_reply,
     scripted_generator,
 )
+from dmt_proxy.errors import ConfigError, RunInterrupted, UpstreamError
+from dmt_proxy.settings import Settings
 from dmt_proxy.upstream.base import UpstreamCall
 
 SETTINGS = Settings()
@@ -125,7 +125,7 @@ async def test_reports_and_call_log(proxy: FakeProxy, tmp_path: Path) -> None:
     assert all(c["outcome"] == "ok" and c["response"] for c in dib)  # logged via the raw reply
     assert results.latency["agent"].n == 16
     # a dry run can price a bigger config with this run's measured latencies
-    from dmt_proxy.bench.sim.estimate import build_estimate, latencies_from_run
+    from dmt_bench.sim.estimate import build_estimate, latencies_from_run
 
     measured = latencies_from_run(out)
     assert set(measured) == {"generator", "agent", "dib", "audit"}
@@ -276,9 +276,9 @@ async def test_a_turn_that_reached_the_proxy_before_a_crash_is_recovered_not_res
 ) -> None:
     import openai
 
-    from dmt_proxy.bench.sim.calllog import CallLog
-    from dmt_proxy.bench.sim.loop import LoopDeps, Thread, run_turn
-    from dmt_proxy.bench.sim.stream import StreamTurn
+    from dmt_bench.sim.calllog import CallLog
+    from dmt_bench.sim.loop import LoopDeps, Thread, run_turn
+    from dmt_bench.sim.stream import StreamTurn
     from dmt_proxy.policy import Mode
 
     turn = StreamTurn(t=1, question_id=1, category="math", answer="A", prompt="What is 2+2?",

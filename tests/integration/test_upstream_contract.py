@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.errors import ConfigError, UpstreamError, UpstreamRejected
+from dmt_proxy.net import free_port
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing import upstream_server as fake_server

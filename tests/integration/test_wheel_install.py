@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.harness.proxy import free_port
+from dmt_proxy.net import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ audit: {auditor_model: fast, first_stage: "off", timeout_s: 5, max_attempts: 1}
 CHECK = """\
 import json, dmt_proxy
 from dmt_proxy.audit.registry import known_auditors
-from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS
+from dmt_bench.dib.domains.base import DIB_DOMAINS
 from dmt_proxy.memory.registry import known_backends
 from dmt_proxy.policy import load_policy
 from dmt_proxy.resources import data_dir

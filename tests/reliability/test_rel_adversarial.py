@@ -6,7 +6,7 @@ rendered memory block the agent sees (0 accepted), not even when the attacker gu
 block's nonce; the auditor's data block cannot be closed; a verdict comes only from the
 auditor's reply. The proxy path uses the shipped ScriptedChatModel and ScriptedAuditor
 (fakes: the claim is about rendering and parsing, not judgement; the real auditor's
-detection is measured by tests/reliability/adversarial_auditor.py).
+detection is measured by dmt_bench/auditor_eval/adversarial.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,14 @@ from typing import Any
 
 import pytest
 
+from dmt_bench.auditor_eval.adversarial import (
+    EVASION_TARGET,
+    AdversarialSet,
+    Judged,
+    load_set,
+    rate,
+    summarize,
+)
 from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt, render_messages
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
@@ -33,14 +41,6 @@ from dmt_proxy.testing.auditor import ScriptedAuditor
 from dmt_proxy.testing.chat import ScriptedChatModel
 from dmt_proxy.testing.fixtures import OpenApp
 from dmt_proxy.upstream.base import ModelEndpoint
-from tests.reliability.adversarial_auditor import (
-    EVASION_TARGET,
-    AdversarialSet,
-    Judged,
-    load_set,
-    rate,
-    summarize,
-)
 from tests.timing import budget
 
 SET = load_set()
@@ -228,7 +228,7 @@ def test_summary_math_on_a_hand_computed_case() -> None:
 
 
 def test_flagged_follows_the_policy_threshold() -> None:
-    from tests.reliability.adversarial_auditor import flagged
+    from dmt_bench.auditor_eval.adversarial import flagged
 
     low = AuditVerdict.biased("age", score=0.4)
     assert not flagged(low, AuditPolicy(tau=0.5)) and flagged(low, AuditPolicy(tau=0.3))
@@ -273,7 +273,7 @@ V4_RUNS = RESULTS / "auditor_eval_v3/runs"
 def test_committed_v4_sample_measurement_is_of_the_shipped_set(run: str) -> None:
     # The v4 measurements are of a round-robin sample (``--sample 16``): recomputed from
     # their per-text verdicts on that sample of the shipped set, they give what was stated.
-    from tests.reliability.adversarial_auditor import sample_items
+    from dmt_bench.auditor_eval.adversarial import sample_items
 
     result = json.loads((V4_RUNS / run / "adversarial_memories_v4_sample16.json").read_text())
     data = load_set("adversarial_memories_v4")

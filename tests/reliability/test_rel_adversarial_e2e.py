@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.adversarial_auditor import EVASION_TARGET, build_parser, run
+from dmt_bench.auditor_eval.adversarial import EVASION_TARGET, build_parser, run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

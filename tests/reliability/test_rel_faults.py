@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dmt_proxy.bench.harness.proxy import free_port
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
+from dmt_proxy.net import free_port
 from dmt_proxy.policy import parse_policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.app import InProcessApp, app_client

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
 from tests.proxy_process import FakeUpstream, ProxyProcess, admin_memories, wait_outbox_empty
 from tests.reliability.harness import metric, proxy_with_clean_auditor, scrape
 

@@ -15,16 +15,7 @@ from collections import Counter
 
 import pytest
 
-from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
-from dmt_proxy.bench.auditor_eval.dataset import (
-    DATASET_V2,
-    DATASET_V3,
-    DATASET_VERSION,
-    dataset_path,
-    load_items,
-)
-from dmt_proxy.domains import DOMAINS
-from tests.reliability.adversarial_auditor import (
+from dmt_bench.auditor_eval.adversarial import (
     AdversarialItem,
     AdversarialSet,
     load_set,
@@ -32,6 +23,15 @@ from tests.reliability.adversarial_auditor import (
     set_texts,
     word_runs,
 )
+from dmt_bench.auditor_eval.dataset import (
+    DATASET_V2,
+    DATASET_V3,
+    DATASET_VERSION,
+    dataset_path,
+    load_items,
+)
+from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
+from dmt_proxy.domains import DOMAINS
 
 VERSION = "adversarial_memories_v5"
 OLDER_ADVERSARIAL = tuple(f"adversarial_memories_v{n}" for n in range(1, 5))

@@ -30,6 +30,10 @@ from dmt_proxy.plugins import Registry
 ROOT = Path(__file__).resolve().parents[2]
 DOC_PATH = ROOT / "docs" / "ARCHITECTURE.md"
 PACKAGE = ROOT / "dmt_proxy"
+RESEARCH = ROOT / "dmt_bench"
+"""The research harness: a package of its own above the product, which imports only the
+product's public modules and is imported by nothing in it."""
+PACKAGES = ("dmt_proxy", "dmt_bench")
 
 PENDING_DIR = "dmt_proxy/testing/"
 """Named by the page as the home of the shipped fakes; tolerated as missing until the
@@ -41,7 +45,7 @@ PLAIN_TYPES = frozenset({
     "dmt_proxy.resources", "dmt_proxy.memory.base", "dmt_proxy.turns", "dmt_proxy.exchange",
     "dmt_proxy.modes",
 })  # fmt: skip
-SERVICE_PACKAGES = ("dmt_proxy.memory", "dmt_proxy.audit", "dmt_proxy.upstream", "dmt_proxy.bench")
+SERVICE_PACKAGES = ("dmt_proxy.memory", "dmt_proxy.audit", "dmt_proxy.upstream")
 SHARED_SERVICE_MODULES = frozenset(
     {"dmt_proxy.metrics", "dmt_proxy.embedder", "dmt_proxy.minilm", "dmt_proxy.plugins"}
 )
@@ -80,9 +84,10 @@ class Import:
 
 @cache
 def modules() -> dict[str, Path]:
-    """Every module of the package by dotted name (a package by its ``__init__``)."""
+    """Every module of the product and the research harness by dotted name (a package by
+    its ``__init__``)."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *RESEARCH.rglob("*.py")]):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -134,8 +139,10 @@ def is_service(module: str) -> bool:
 
 # -- paths and names on the page -------------------------------------------------
 
-_PATH = re.compile(r"(?<![\w./-])((?:dmt_proxy|tests|docs|policies|auditor_prompts)/[\w./-]*[\w/])")
-_DOTTED = re.compile(r"(?<![\w./-])(dmt_proxy(?:\.\w+)+)")
+_PATH = re.compile(
+    r"(?<![\w./-])((?:dmt_proxy|dmt_bench|tests|docs|policies|auditor_prompts)/[\w./-]*[\w/])"
+)
+_DOTTED = re.compile(r"(?<![\w./-])((?:dmt_proxy|dmt_bench)(?:\.\w+)+)")
 
 
 def _is_module(name: str) -> bool:
@@ -326,7 +333,7 @@ def import_graph() -> dict[str, frozenset[str]]:
         module: frozenset(
             p
             for i in imports(module)
-            if within(i.target, "dmt_proxy")
+            if within(i.target, *PACKAGES)
             for p in _parents(i.target)
             if p in modules() and p not in _parents(module)
         )
@@ -374,3 +381,26 @@ def test_the_cycle_search_finds_a_cycle_and_only_a_cycle() -> None:
 def test_imports_have_no_cycle() -> None:
     found = [" -> ".join(cycle) for cycle in cycles(import_graph())]
     assert found == [], "import cycles (every import counts):\n" + "\n".join(found)
+
+
+def test_the_product_imports_nothing_of_the_research_harness() -> None:
+    importers = sorted(
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_proxy")
+        for i in imports(module)
+        if within(i.target, "dmt_bench")
+    )
+    assert importers == []
+
+
+def test_the_research_harness_imports_only_public_modules_of_the_product() -> None:
+    # A module or package whose name starts with "_" is the product's own business.
+    private = sorted(
+        f"{module} imports {i.target}"
+        for module in modules()
+        if within(module, "dmt_bench")
+        for i in imports(module)
+        if within(i.target, "dmt_proxy") and any(p.startswith("_") for p in i.target.split("."))
+    )
+    assert private == []

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from dmt_proxy.bench.auditor_eval.first_stage_eval import ScoredItem, evaluate_threshold
-from dmt_proxy.bench.auditor_eval.metrics import (
+from dmt_bench.auditor_eval.first_stage_eval import ScoredItem, evaluate_threshold
+from dmt_bench.auditor_eval.metrics import (
     Counts,
     Prediction,
     bias_type_accuracy,
@@ -17,7 +17,7 @@ from dmt_proxy.bench.auditor_eval.metrics import (
     quality,
     summarize,
 )
-from dmt_proxy.bench.stats import percentile
+from dmt_bench.stats import percentile
 
 
 def _p(item_id: str, biased: bool, *, flagged: bool = False, domain: str | None = "age",
@@ -125,7 +125,7 @@ def test_first_stage_threshold_effect_by_hand() -> None:
 
 
 def test_roc_auc_by_hand() -> None:
-    from dmt_proxy.bench.auditor_eval.metrics import Prediction, roc_auc
+    from dmt_bench.auditor_eval.metrics import Prediction, roc_auc
 
     def p(biased: bool, score: float, **kw: object) -> Prediction:
         return Prediction(item_id="x", biased=biased, score=score, **kw)  # type: ignore[arg-type]

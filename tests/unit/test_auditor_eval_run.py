@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from dmt_bench.auditor_eval.cli import auditor_options, register, resolve_endpoint
+from dmt_bench.auditor_eval.dataset import STRATEGIES, EvalItem, load_items, select
+from dmt_bench.auditor_eval.metrics import summarize
+from dmt_bench.auditor_eval.report import RunInfo, to_markdown, write_reports
+from dmt_bench.auditor_eval.runner import run_items
 from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
 from dmt_proxy.audit.protocol import AuditorUnavailable
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.bench.auditor_eval.cli import auditor_options, register, resolve_endpoint
-from dmt_proxy.bench.auditor_eval.dataset import STRATEGIES, EvalItem, load_items, select
-from dmt_proxy.bench.auditor_eval.metrics import summarize
-from dmt_proxy.bench.auditor_eval.report import RunInfo, to_markdown, write_reports
-from dmt_proxy.bench.auditor_eval.runner import run_items
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
@@ -169,12 +169,12 @@ def test_cli_resolves_local_server_alias_hosted_and_rejects_bare_names(
 async def test_first_stage_report_reads_auditor_results(
     items: list[EvalItem], tmp_path: Path
 ) -> None:
-    from dmt_proxy.bench.auditor_eval.first_stage_eval import (
+    from dmt_bench.auditor_eval.first_stage_eval import (
         ScoredItem,
         evaluate_threshold,
         load_flags,
     )
-    from dmt_proxy.bench.auditor_eval.first_stage_eval import to_markdown as fs_markdown
+    from dmt_bench.auditor_eval.first_stage_eval import to_markdown as fs_markdown
 
     subset = select(items, limit=4)
     fake = ScriptedAuditor(lambda c: AuditVerdict.biased("age", score=0.6))

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
-from dmt_proxy.audit.normalize import normalize_memory
-from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.bench.auditor_eval.build_v2 import build, load_source, unmark
-from dmt_proxy.bench.auditor_eval.calibrate import calibrate, training_pairs
-from dmt_proxy.bench.auditor_eval.dataset import (
+from dmt_bench.auditor_eval.adversarial import load_set
+from dmt_bench.auditor_eval.build_v2 import build, load_source, unmark
+from dmt_bench.auditor_eval.calibrate import calibrate, training_pairs
+from dmt_bench.auditor_eval.dataset import (
     DATASET_V2,
     FORMS,
     SETTINGS,
@@ -26,11 +24,13 @@ from dmt_proxy.bench.auditor_eval.dataset import (
     dataset_path,
     load_items,
 )
-from dmt_proxy.bench.auditor_eval.runner import load_checkpoint, run_items
+from dmt_bench.auditor_eval.runner import load_checkpoint, run_items
+from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
+from dmt_proxy.audit.normalize import normalize_memory
+from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.testing.auditor import ScriptedAuditor
-from tests.reliability.adversarial_auditor import load_set
 
 TABLE3_PHRASES = (
     "stuck in old ways", "too emotional", "diversity hire", "quota", "litigious",
@@ -144,7 +144,7 @@ def test_calibration_is_fitted_on_train_splits_only() -> None:
 
 
 def test_domain_weight_is_the_largest_best_on_train() -> None:
-    from dmt_proxy.bench.auditor_eval.calibrate import fit_domain_weight
+    from dmt_bench.auditor_eval.calibrate import fit_domain_weight
 
     # The LLM always answers gender; the head is right: only small LLM weights keep it right.
     llm = [{"gender": 0.8, "race": 0.2}, {"gender": 0.7, "ses": 0.3}]

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from dmt_proxy.bench.auditor_eval.dataset import (
+from dmt_bench.auditor_eval.dataset import (
     DATASET_V2,
     DATASET_V3,
     DATASET_V4,

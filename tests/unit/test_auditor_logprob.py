@@ -17,6 +17,7 @@ import pytest
 
 from dmt_proxy.audit.auditor import AuditorOptions, LLMAuditor
 from dmt_proxy.audit.decision import decide
+from dmt_proxy.audit.fit import fit_platt
 from dmt_proxy.audit.logprob import (
     TokenLogprob,
     TopLogprob,
@@ -28,7 +29,6 @@ from dmt_proxy.audit.logprob import (
     p_yes,
 )
 from dmt_proxy.audit.schema import AuditCandidate, VerdictStatus
-from dmt_proxy.bench.fit import fit_platt
 from dmt_proxy.errors import ConfigError, UpstreamRejected
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.policy import AuditPolicy
@@ -227,7 +227,7 @@ def test_an_anti_correlated_model_is_calibrated_to_the_base_rate() -> None:
 
 
 def test_fusion_fit_by_hand() -> None:
-    from dmt_proxy.bench.fit import auc, fit_fusion
+    from dmt_proxy.audit.fit import auc, fit_fusion
 
     # The classifier separates perfectly, the LLM not at all: the fusion leans on the classifier.
     llm = [0.5, 0.5, 0.5, 0.5, 0.6, 0.4]

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from dmt_bench import cli as bench_cli
+from dmt_bench.programs import Program
 from dmt_proxy import __version__
-from dmt_proxy.cli import bench_cli, proxy_cli
+from dmt_proxy.cli import proxy_cli
 from dmt_proxy.cli.framework import MODULE_EXTRAS, Cli, CommandGroup, Unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +39,7 @@ def _readme_commands() -> set[tuple[str, str]]:
     return {
         (m.group(1), m.group(2))
         for row in rows
-        for m in re.finditer(r"`(dmt-proxy|dmt-bench) ([a-z][a-z-]*)", row)
+        for m in re.finditer(r"`(dmt-proxy|dmt-bench) ([a-z][a-z0-9-]*)", row)
     }
 
 
@@ -50,7 +52,11 @@ def test_every_command_is_in_the_readme_tables_and_every_row_is_a_command(prog: 
 
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:
-    """Every option string of ``parser`` and of the subcommands below it."""
+    """Every option string of ``parser`` and of the subcommands below it; a pass-through
+    command (a ``dmt_bench.programs.Program``) takes those of the program's own parser."""
+    func = parser.get_default("func")
+    if isinstance(func, Program):
+        parser = func.parser()
     found = {o for a in parser._actions for o in a.option_strings}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -68,7 +74,7 @@ def test_every_flag_in_the_readme_command_column_is_one_the_command_takes() -> N
             continue
         command: argparse.ArgumentParser | None = None
         for span in re.findall(r"`([^`]+)`", cells[1]):
-            named = re.match(r"(dmt-proxy|dmt-bench) ([a-z][a-z-]*)", span)
+            named = re.match(r"(dmt-proxy|dmt-bench) ([a-z][a-z0-9-]*)", span)
             if named:
                 command = parsers[named.group(1)][named.group(2)]
             assert command is not None, row
@@ -118,10 +124,10 @@ def test_module_extras_match_pyproject() -> None:
 
 
 def _run(prog: str, missing: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    module = {"dmt-proxy": "proxy_cli", "dmt-bench": "bench_cli"}[prog]
+    module = {"dmt-proxy": "dmt_proxy.cli.proxy_cli", "dmt-bench": "dmt_bench.cli"}[prog]
     code = (
         f"import sys; sys.modules[{missing!r}] = None\n"
-        f"from dmt_proxy.cli.{module} import main\n"
+        f"from {module} import main\n"
         "sys.exit(main(sys.argv[1:]))"
     )
     return subprocess.run(

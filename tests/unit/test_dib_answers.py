@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dmt_proxy.bench.dib.answers import (
+from dmt_bench.dib.answers import (
     ParseOutcome,
     TokenStep,
     expected_score,

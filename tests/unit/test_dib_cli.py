@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.cli import main
 
 
 def test_stats_prints_table_1_and_the_total(capsys: pytest.CaptureFixture[str]) -> None:

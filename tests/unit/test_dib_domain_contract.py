@@ -16,9 +16,9 @@ from collections import Counter
 
 import pytest
 
-from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS, BiasDomain, get_domain
-from dmt_proxy.bench.dib.generator import domain_samples
-from dmt_proxy.bench.dib.schema import Sample
+from dmt_bench.dib.domains.base import DIB_DOMAINS, BiasDomain, get_domain
+from dmt_bench.dib.generator import domain_samples
+from dmt_bench.dib.schema import Sample
 from dmt_proxy.domains import DOMAINS
 
 NAMES = DIB_DOMAINS.names()

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench import gbv as g
-from dmt_proxy.bench import stats
-from dmt_proxy.bench.dib.readouts import instability_lines, unstable_contexts
-from dmt_proxy.bench.dib.report import DibReport, jackknife_gbv, render_table
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench import gbv as g
+from dmt_bench import stats
+from dmt_bench.cli import main
+from dmt_bench.dib.readouts import instability_lines, unstable_contexts
+from dmt_bench.dib.report import DibReport, jackknife_gbv, render_table
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "results" / "dib" / "baseline_qwen2.5-1.5b_n150"

@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from dmt_proxy.bench.dib.domains.base import GridDomain, bias_domain, registered_domains
-from dmt_proxy.bench.dib.domains.nationality import NON_WESTERN, WESTERN, pair_for
-from dmt_proxy.bench.dib.generator import (
+from dmt_bench.dib.domains.base import GridDomain, bias_domain, registered_domains
+from dmt_bench.dib.domains.nationality import NON_WESTERN, WESTERN, pair_for
+from dmt_bench.dib.generator import (
     SAMPLING_V1,
     SAMPLING_V2,
     contexts_for_decisions,
@@ -24,8 +24,8 @@ from dmt_proxy.bench.dib.generator import (
     stratified_sample,
     to_jsonl,
 )
-from dmt_proxy.bench.dib.schema import DIB_VERSION, Direction, Sample
-from dmt_proxy.bench.dib.tasks import SALARY_PERCENTILE
+from dmt_bench.dib.schema import DIB_VERSION, Direction, Sample
+from dmt_bench.dib.tasks import SALARY_PERCENTILE
 from dmt_proxy.domains import DOMAINS
 
 TABLE_1 = {

@@ -14,25 +14,25 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.dib.generator import SAMPLING_V1, generate
-from dmt_proxy.bench.dib.readouts import (
+from dmt_bench.dib.generator import SAMPLING_V1, generate
+from dmt_bench.dib.readouts import (
     HEADLINE_WHY,
     Readout,
     domain_directions,
     readout_score,
 )
-from dmt_proxy.bench.dib.report import (
+from dmt_bench.dib.report import (
     DibReport,
     build_report,
     context_scores,
     mde_between_runs,
     render_table,
 )
-from dmt_proxy.bench.dib.runner import run_decisions
-from dmt_proxy.bench.dib.schema import Direction
-from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.endpoint import Endpoint
-from dmt_proxy.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
+from dmt_bench.dib.runner import run_decisions
+from dmt_bench.dib.schema import Direction
+from dmt_bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
+from dmt_bench.endpoint import Endpoint
+from dmt_bench.testing.dib import FakeDecisionUpstream, ScriptedSteps, prompt_of
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "dib"
 
@@ -147,7 +147,7 @@ def test_committed_decisions_give_written_gbv_zero_in_7_of_9_domains() -> None:
     results = [DecisionResult.model_validate_json(line) for line in lines if line.strip()]
     assert sum(r.greedy == 85 for r in results) == 139
     written = context_scores(results, Readout.WRITTEN)
-    from dmt_proxy.bench.gbv import gbv_of_contexts
+    from dmt_bench.gbv import gbv_of_contexts
 
     zero = [d for d, ctx in written.items() if gbv_of_contexts(ctx) == 0.0]
     assert len(zero) == 7 and set(written) - set(zero) == {"ses", "appearance"}

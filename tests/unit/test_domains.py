@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from dmt_bench.dib.domains.base import DIB_DOMAINS, registered_domains
+from dmt_bench.sim.bias_list import load_bias_list
 from dmt_proxy import domains, tags
 from dmt_proxy.audit.first_stage import PROTOTYPES
 from dmt_proxy.audit.parsing import VERDICT_SCHEMA_FILE, verdict_schema, wire_schema
-from dmt_proxy.bench.dib.domains.base import DIB_DOMAINS, registered_domains
-from dmt_proxy.bench.sim.bias_list import load_bias_list
 from dmt_proxy.domains import BIAS_TYPES, DOMAINS, OTHER
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.metrics import Metrics

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.dose import cells as c
-from dmt_proxy.bench.dose import estimate, report
-from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
-from dmt_proxy.bench.dose.results import build_results, find_row, paired_permutation
-from dmt_proxy.bench.dose.runner import dose_policy
-from dmt_proxy.bench.dose.seeds import seeds_for
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.cli import main
+from dmt_bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
+from dmt_bench.dose import cells as c
+from dmt_bench.dose import estimate, report
+from dmt_bench.dose.config import DoseConfig, parse_dose_config
+from dmt_bench.dose.results import build_results, find_row, paired_permutation
+from dmt_bench.dose.runner import dose_policy
+from dmt_bench.dose.seeds import seeds_for
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
 
@@ -63,7 +63,7 @@ def test_config_errors_name_the_problem(raw: dict[str, Any], problem: str) -> No
 
 
 def test_a_bare_yaml_off_is_the_mode(tmp_path: Path) -> None:
-    from dmt_proxy.bench.dose.config import load_dose_config
+    from dmt_bench.dose.config import load_dose_config
 
     path = tmp_path / "dose.yaml"
     path.write_text("kind: dose\nmodes: [off, dmt]\nneutral_modes: [off]\n")

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.dose import cells as c
-from dmt_proxy.bench.dose import estimate
-from dmt_proxy.bench.dose import preregistration as p
-from dmt_proxy.bench.dose.config import load_dose_config, parse_dose_config
-from dmt_proxy.bench.dose.contrasts import contexts_of, contrast, mean_terms
-from dmt_proxy.bench.dose.runner import dose_samples, scope_samples
-from dmt_proxy.bench.dose.seed_sets import shipped_library
-from dmt_proxy.bench.stats import t_quantile
+from dmt_bench.dose import cells as c
+from dmt_bench.dose import estimate
+from dmt_bench.dose import preregistration as p
+from dmt_bench.dose.config import load_dose_config, parse_dose_config
+from dmt_bench.dose.contrasts import contexts_of, contrast, mean_terms
+from dmt_bench.dose.runner import dose_samples, scope_samples
+from dmt_bench.dose.seed_sets import shipped_library
+from dmt_bench.stats import t_quantile
 from dmt_proxy.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"

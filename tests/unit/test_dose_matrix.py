@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from dmt_proxy.bench.dose import matrix as m
-from dmt_proxy.bench.dose.config import DoseConfig, parse_dose_config
+from dmt_bench.dose import matrix as m
+from dmt_bench.dose.config import DoseConfig, parse_dose_config
 
 CONTEXTS = 10
 DOMAINS = ("age", "race")

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench import stats
-from dmt_proxy.bench.dib.readouts import unstable_contexts
-from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.dose import cells as c
-from dmt_proxy.bench.dose import primary, report
-from dmt_proxy.bench.dose.config import parse_dose_config
-from dmt_proxy.bench.dose.results import DoseResults, build_results, find_row
+from dmt_bench import stats
+from dmt_bench.dib.readouts import unstable_contexts
+from dmt_bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
+from dmt_bench.dose import cells as c
+from dmt_bench.dose import primary, report
+from dmt_bench.dose.config import parse_dose_config
+from dmt_bench.dose.results import DoseResults, build_results, find_row
 
 CONTEXTS = 8
 

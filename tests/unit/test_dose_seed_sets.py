@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from dmt_proxy.bench.auditor_eval.dataset import V2_STRATEGIES
-from dmt_proxy.bench.dib.domains.base import registered_domains
-from dmt_proxy.bench.dib.generator import SAMPLING_V2, context_id
-from dmt_proxy.bench.dib.schema import DIB_VERSION
-from dmt_proxy.bench.dose.seed_sets import (
+from dmt_bench.auditor_eval.dataset import V2_STRATEGIES
+from dmt_bench.dib.domains.base import registered_domains
+from dmt_bench.dib.generator import SAMPLING_V2, context_id
+from dmt_bench.dib.schema import DIB_VERSION
+from dmt_bench.dose.seed_sets import (
     SET_KINDS,
     SET_SIZE,
     SeedFile,

@@ -1,4 +1,5 @@
-"""Every exception class defined in ``dmt_proxy`` is drawn in ``errors.py``'s tree, where it is.
+"""Every exception class defined in ``dmt_proxy`` or ``dmt_bench`` is drawn in ``errors.py``'s
+tree, where it is.
 
 The classes are found by reading the source with ``ast`` (a class whose base is an
 exception, transitively), then imported only from the modules that define one, so
@@ -22,6 +23,9 @@ from dmt_proxy import errors
 from dmt_proxy.errors import DmtError, RunInterrupted, UpstreamError
 
 PACKAGE = Path(errors.__file__).resolve().parent
+RESEARCH = PACKAGE.parent / "dmt_bench"
+"""The research harness raises its own subclasses of the tree's classes (drawn with their
+full module name, ``dmt_bench.…``)."""
 
 OUTSIDE_DMT_ERROR = {"Terminated": KeyboardInterrupt}
 """Classes drawn under a Python exception instead of ``DmtError``, and that exception."""
@@ -43,7 +47,7 @@ def _base_name(node: ast.expr) -> str | None:
 def _exception_classes() -> dict[str, type[BaseException]]:
     """Name -> class of every exception class defined in the package (found with ``ast``)."""
     defined: list[tuple[str, str, list[str]]] = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *RESEARCH.rglob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):

@@ -15,8 +15,8 @@ from collections import Counter
 
 import pytest
 
-from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
-from dmt_proxy.bench.auditor_eval.dataset import (
+from dmt_bench.auditor_eval.adversarial import AdversarialSet, load_set
+from dmt_bench.auditor_eval.dataset import (
     DATASET_V2,
     DATASET_V3,
     DATASET_VERSION,
@@ -24,8 +24,8 @@ from dmt_proxy.bench.auditor_eval.dataset import (
     dataset_path,
     load_items,
 )
+from dmt_proxy.audit.auditor_prompt import load_auditor_prompt
 from dmt_proxy.domains import DOMAINS
-from tests.reliability.adversarial_auditor import AdversarialSet, load_set
 
 BIASED_KINDS = ("judgment", "benevolent")
 MENTION_KINDS = ("mention_fact", "mention_law", "mention_research", "mention_support")

@@ -5,15 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmt_proxy.audit.first_stage import (
-    PROTOTYPES,
-    EmbeddingFirstStage,
-    load_classifier,
-    split_pieces,
-)
-from dmt_proxy.audit.schema import AuditCandidate
-from dmt_proxy.bench.auditor_eval.dataset import EvalItem
-from dmt_proxy.bench.auditor_eval.first_stage_train import (
+from dmt_bench.auditor_eval.dataset import EvalItem
+from dmt_bench.auditor_eval.first_stage_train import (
     Pieces,
     choose_threshold,
     fit_items,
@@ -21,6 +14,13 @@ from dmt_proxy.bench.auditor_eval.first_stage_train import (
     item_scores,
     needs_span,
 )
+from dmt_proxy.audit.first_stage import (
+    PROTOTYPES,
+    EmbeddingFirstStage,
+    load_classifier,
+    split_pieces,
+)
+from dmt_proxy.audit.schema import AuditCandidate
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.embedder import EMBEDDING_DIMS, LocalEmbedder
 from dmt_proxy.errors import ConfigError

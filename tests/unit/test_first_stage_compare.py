@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dmt_bench.auditor_eval import calibrate
+from dmt_bench.auditor_eval.dataset import EvalItem
+from dmt_bench.auditor_eval.first_stage_gate import GateRow, decision_rule, gate_rows
+from dmt_bench.auditor_eval.first_stage_report import measures
+from dmt_bench.auditor_eval.first_stage_train import train_items
 from dmt_proxy.audit.first_stage import load_classifier
 from dmt_proxy.audit.logprob import load_calibration
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL
-from dmt_proxy.bench.auditor_eval import calibrate
-from dmt_proxy.bench.auditor_eval.dataset import EvalItem
-from dmt_proxy.bench.auditor_eval.first_stage_gate import GateRow, decision_rule, gate_rows
-from dmt_proxy.bench.auditor_eval.first_stage_report import measures
-from dmt_proxy.bench.auditor_eval.first_stage_train import train_items
 
 
 def _row(kind: str, label: str, n: int, passed: int) -> GateRow:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmt_proxy.bench import gbv as m
-from dmt_proxy.bench import stats
+from dmt_bench import gbv as m
+from dmt_bench import stats
 
 
 def test_perfectly_fair_model_has_gbv_zero() -> None:

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from dmt_proxy.bench.harness.rundir import Manifest
-from dmt_proxy.bench.iat.live_plan import (
+from dmt_bench.cli import main as bench_main
+from dmt_bench.harness.rundir import Manifest
+from dmt_bench.iat.live_plan import (
     agent_model,
 )
-from dmt_proxy.bench.sim.config import SIM_VERSION, SimConfig, parse_config
-from dmt_proxy.cli.bench_cli import main as bench_main
+from dmt_bench.sim.config import SIM_VERSION, SimConfig, parse_config
 from dmt_proxy.settings import Settings
 
 SETTINGS = Settings()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dmt_proxy.bench.iat.metrics import (
+from dmt_bench.iat.metrics import (
     ScoreCounts,
     newcombe_difference,
     proportion,

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from dmt_proxy.bench.iat.parsing import (
+from dmt_bench.iat.parsing import (
     extract_json_object,
     match_likert,
     normalize,
     parse_explicit,
     parse_implicit,
 )
-from dmt_proxy.bench.iat.trials import TrialPlan
+from dmt_bench.iat.trials import TrialPlan
 
 MEN = ("John", "Paul", "Mike", "Kevin", "Steve")
 WOMEN = ("Amy", "Joan", "Lisa", "Sarah", "Diana")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.iat.report import REPORT_VERSION, report_markdown, statistics_note
-from dmt_proxy.bench.iat.results import read_result
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.cli import main
+from dmt_bench.iat.report import REPORT_VERSION, report_markdown, statistics_note
+from dmt_bench.iat.results import read_result
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "iat" / "smollm2_runs2"
 

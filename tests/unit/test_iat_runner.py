@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.iat.cli import _endpoint, register
-from dmt_proxy.bench.iat.drift import compare_results, drift_markdown, drift_text
-from dmt_proxy.bench.iat.report import Row, detail_text, report_markdown, table3_text
-from dmt_proxy.bench.iat.results import (
+from dmt_bench.iat.cli import _endpoint, register
+from dmt_bench.iat.drift import compare_results, drift_markdown, drift_text
+from dmt_bench.iat.report import Row, detail_text, report_markdown, table3_text
+from dmt_bench.iat.results import (
     IatResult,
     RunConfig,
     aggregate,
@@ -27,9 +27,9 @@ from dmt_proxy.bench.iat.results import (
     read_trial_log,
     write_result,
 )
-from dmt_proxy.bench.iat.runner import SamplingConfig, run_trials
-from dmt_proxy.bench.iat.stimuli import Category, CategoryName, load_stimuli
-from dmt_proxy.bench.iat.trials import TrialPlan, make_plans
+from dmt_bench.iat.runner import SamplingConfig, run_trials
+from dmt_bench.iat.stimuli import Category, CategoryName, load_stimuli
+from dmt_bench.iat.trials import TrialPlan, make_plans
 from dmt_proxy.cli.framework import Cli, CommandGroup
 from dmt_proxy.errors import ConfigError, UpstreamError
 from dmt_proxy.testing.chat import ScriptedChatModel

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dmt_proxy.bench.iat.prompts import explicit_prompt, implicit_prompt
-from dmt_proxy.bench.iat.stimuli import CATEGORIES, load_stimuli, parse_categories
-from dmt_proxy.bench.iat.templates import (
+from dmt_bench.iat.prompts import explicit_prompt, implicit_prompt
+from dmt_bench.iat.stimuli import CATEGORIES, load_stimuli, parse_categories
+from dmt_bench.iat.templates import (
     VARIANTS,
     TemplateVariant,
     explicit_statement,
     implicit_sentence,
 )
-from dmt_proxy.bench.iat.trials import LIKERT_OPTIONS, make_plan, make_plans
+from dmt_bench.iat.trials import LIKERT_OPTIONS, make_plan, make_plans
 from dmt_proxy.errors import ConfigError
 
 

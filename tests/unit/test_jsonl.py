@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from dmt_proxy.bench.jsonl import append_record, read_records
+from dmt_bench.jsonl import append_record, read_records
 
 
 class Row(BaseModel):

@@ -1,7 +1,7 @@
 """judgment_corpus_v1: the committed JSONL regenerates byte for byte and keeps its invariants.
 
 The corpus (dmt_proxy/data/judgment_corpus/) is training data for a judgment-vs-mention
-classifier, generated from templates by dmt_proxy.bench.judge_corpus.generate.
+classifier, generated from templates by dmt_bench.judge_corpus.generate.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from dmt_proxy.bench.judge_corpus import generate as gen
-from dmt_proxy.bench.judge_corpus.templates import (
+from dmt_bench.judge_corpus import generate as gen
+from dmt_bench.judge_corpus.templates import (
     DOMAINS,
     JUDGING,
     KINDS,

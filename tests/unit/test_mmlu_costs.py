@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from dmt_proxy.bench.mmlu_costs import FAMILY, comparison_lines, comparisons
+from dmt_bench.mmlu_costs import FAMILY, comparison_lines, comparisons
 
 
 def _answers(right: int, total: int = 200, shift: int = 0) -> dict[int, bool]:

@@ -11,18 +11,18 @@ from datetime import UTC, datetime
 
 import pytest
 
+from dmt_bench.auditor_eval.adversarial import load_set
+from dmt_bench.auditor_eval.dataset import load_items
+from dmt_bench.mmlu import load_source
 from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.normalize import PLACEHOLDERS, normalize_memory
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import StagedAuditor
-from dmt_proxy.bench.auditor_eval.dataset import load_items
-from dmt_proxy.bench.mmlu import load_source
 from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.render import render_memories
 from dmt_proxy.policy import AuditPolicy, TagAction
 from dmt_proxy.tags import MANIPULATION_RULES, AuditStatus, BiasTag, Finding, FindingKind
 from dmt_proxy.testing.auditor import ScriptedAuditor
-from tests.reliability.adversarial_auditor import load_set
 
 ADVERSARIAL = load_set("adversarial_memories_v1")
 

@@ -28,7 +28,15 @@ def test_nothing_points_at_shared_data() -> None:
     """No code, test, script, config or CI file names the old ``../shared`` location."""
     pattern = re.compile(r"\.\./shared|shared/data")
     offenders = []
-    for top in ("dmt_proxy", "tests", "scripts", "benchmarks/configs", "benchmarks/perf", ".ci"):
+    for top in (
+        "dmt_proxy",
+        "dmt_bench",
+        "tests",
+        "scripts",
+        "benchmarks/configs",
+        "benchmarks/perf",
+        ".ci",
+    ):
         for path in (ROOT / top).rglob("*"):
             if path.is_file() and path.suffix not in {".gz", ".pyc"} and path not in CHECKS_SHARED:
                 text = path.read_text(encoding="utf-8", errors="replace")

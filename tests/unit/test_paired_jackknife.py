@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dmt_proxy.bench import paired as m
-from dmt_proxy.bench import stats
+from dmt_bench import paired as m
+from dmt_bench import stats
 
 
 def test_a_mean_shift_difference_is_the_one_sample_t_interval_of_its_context_differences() -> None:

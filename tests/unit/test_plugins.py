@@ -144,7 +144,7 @@ REGISTRIES = {
     "dmt_proxy.memory_backends": "dmt_proxy.memory.registry:MEMORY_BACKENDS",
     "dmt_proxy.upstream_clients": "dmt_proxy.upstream.clients:UPSTREAM_CLIENTS",
     "dmt_proxy.auditors": "dmt_proxy.audit.registry:AUDITORS",
-    "dmt_proxy.dib_domains": "dmt_proxy.bench.dib.domains.base:DIB_DOMAINS",
+    "dmt_proxy.dib_domains": "dmt_bench.dib.domains.base:DIB_DOMAINS",
 }
 
 

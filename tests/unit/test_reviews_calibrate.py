@@ -17,8 +17,8 @@ import pytest
 
 from dmt_proxy.api import create_app
 from dmt_proxy.audit.logprob import Calibration, load_calibration
+from dmt_proxy.audit.recalibrate import ReviewItem, auditor_key, in_holdout, refit
 from dmt_proxy.audit.schema import AuditCandidate, AuditVerdict
-from dmt_proxy.bench.auditor_eval.recalibrate import ReviewItem, auditor_key, in_holdout, refit
 from dmt_proxy.cli.proxy_cli import main
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.assembly import export_reviews

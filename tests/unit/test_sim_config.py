@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.sim.config import load_config, parse_config, with_overrides
-from dmt_proxy.bench.sim.proxy import build_policy
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.cli import main
+from dmt_bench.sim.config import load_config, parse_config, with_overrides
+from dmt_bench.sim.proxy import build_policy
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.policy import parse_policy
 
@@ -154,7 +154,7 @@ def test_version_1_configs_keep_their_meaning_and_their_digest() -> None:
 
 
 def test_dib_sample_sizes() -> None:
-    from dmt_proxy.bench.sim.runner import dib_samples
+    from dmt_bench.sim.runner import dib_samples
 
     config = parse_config({"dib": {"contexts_per_domain": 2, "domains": ["age", "race"]}})
     assert len(dib_samples(config)) == 2 * 3 + 2 * 4
@@ -184,8 +184,8 @@ def test_backend_options_reach_the_proxy_policy() -> None:
 
 
 def test_bad_backend_options_fail_before_the_proxy_starts(tmp_path: Path) -> None:
-    from dmt_proxy.bench.harness.proxy import ManagedProxy
-    from dmt_proxy.bench.sim.proxy import check_backend_options, sim_proxy_spec
+    from dmt_bench.harness.proxy import ManagedProxy
+    from dmt_bench.sim.proxy import check_backend_options, sim_proxy_spec
 
     config = parse_config({"memory": ["memory"], "backend_options": {"memory": {"bogus": 1}}})
     with pytest.raises(ConfigError, match=r"backend_options\.memory are invalid: bogus"):
@@ -199,8 +199,8 @@ def test_bad_backend_options_fail_before_the_proxy_starts(tmp_path: Path) -> Non
 
 
 def test_compare_flags_for_ablations_sizes_and_options() -> None:
-    from dmt_proxy.bench.sim.cli import compare_config
-    from dmt_proxy.cli.bench_cli import build_parser
+    from dmt_bench.cli import build_parser
+    from dmt_bench.sim.cli import compare_config
 
     args = build_parser().parse_args(
         ["compare", "--quick", "--ssp", "--dmt", "--dmt-tags", "--dmt-instruction",

@@ -11,14 +11,14 @@ import random
 
 import pytest
 
-from dmt_proxy.bench import stats
-from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.sim import evidence
-from dmt_proxy.bench.sim.config import parse_config
-from dmt_proxy.bench.sim.records import AuditRecord
-from dmt_proxy.bench.sim.report import readout_rows, render_table2
-from dmt_proxy.bench.sim.results import CompareResults, arch_result
-from dmt_proxy.bench.sim.stream import summarize
+from dmt_bench import stats
+from dmt_bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
+from dmt_bench.sim import evidence
+from dmt_bench.sim.config import parse_config
+from dmt_bench.sim.records import AuditRecord
+from dmt_bench.sim.report import readout_rows, render_table2
+from dmt_bench.sim.results import CompareResults, arch_result
+from dmt_bench.sim.stream import summarize
 
 
 def _audit(t: int, gap: float, contexts: int, seed: int, flip: bool = False) -> AuditRecord:
@@ -118,8 +118,8 @@ def test_v2_results_without_the_new_fields_render_as_before() -> None:
 
 
 def test_heatmap_cells_get_jackknife_intervals_and_one_multiplicity_statement() -> None:
-    from dmt_proxy.bench.sim.heatmap_report import render_heatmap_text
-    from dmt_proxy.bench.sim.results import HeatmapResults, heatmap_matrix, heatmap_readouts
+    from dmt_bench.sim.heatmap_report import render_heatmap_text
+    from dmt_bench.sim.results import HeatmapResults, heatmap_matrix, heatmap_readouts
 
     config = parse_config({"turns": 10, "interval": 10, "conditions": ["baseline"],
                            "dib": {"bootstrap": 50, "permutations": 50}})  # fmt: skip

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from dmt_proxy.bench.mmlu import MmluQuestion
-from dmt_proxy.bench.sim.bias_list import load_bias_list
-from dmt_proxy.bench.sim.calllog import CallLog
-from dmt_proxy.bench.sim.injection import (
+from dmt_bench.mmlu import MmluQuestion
+from dmt_bench.sim.bias_list import load_bias_list
+from dmt_bench.sim.calllog import CallLog
+from dmt_bench.sim.injection import (
     BiasGenerator,
     GeneratorUnavailable,
     Strategy,

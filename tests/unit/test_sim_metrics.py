@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmt_proxy.bench import gbv as g
-from dmt_proxy.bench import paired as m
-from dmt_proxy.bench.dib.report import context_scores
-from dmt_proxy.bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
-from dmt_proxy.bench.sim.config import parse_config
-from dmt_proxy.bench.sim.records import AuditRecord, TurnRecord
-from dmt_proxy.bench.sim.report import cell_text, render_table2, table2_rows
-from dmt_proxy.bench.sim.results import CompareResults, arch_result, heatmap_matrix
-from dmt_proxy.bench.sim.stream import summarize
-from dmt_proxy.bench.stats import mean_of_finite_replicates
+from dmt_bench import gbv as g
+from dmt_bench import paired as m
+from dmt_bench.dib.report import context_scores
+from dmt_bench.dib.scorer import DecisionResult, Method, Outcome, ScoringConfig
+from dmt_bench.sim.config import parse_config
+from dmt_bench.sim.records import AuditRecord, TurnRecord
+from dmt_bench.sim.report import cell_text, render_table2, table2_rows
+from dmt_bench.sim.results import CompareResults, arch_result, heatmap_matrix
+from dmt_bench.sim.stream import summarize
+from dmt_bench.stats import mean_of_finite_replicates
 
 
 def test_delta_agbv_uses_domains_finite_at_both_ends() -> None:
@@ -139,7 +139,7 @@ def test_heatmap_matrix_and_cell_text() -> None:
     audits = {"age": {0: audit(0, 2.0), 4: audit(4, 6.0)}, "race": {0: audit(0, 2.0)}}
     matrix = heatmap_matrix(4, audits)
     assert matrix == {"age": {"age": pytest.approx(2.0), "race": pytest.approx(2.0)}}
-    from dmt_proxy.bench.stats import Estimate, Interval
+    from dmt_bench.stats import Estimate, Interval
 
     assert cell_text(
         Estimate(value=1.234, ci=Interval(low=-0.5, high=2.0)), Estimate.of(-35.0)

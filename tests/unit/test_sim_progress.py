@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from dmt_proxy.bench.harness.progress import Bars
+from dmt_bench.harness.progress import Bars
 
 
 def test_redirected_progress_prints_plain_lines_with_time_left() -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.sim.rebuild import rebuild_compare
-from dmt_proxy.bench.sim.report import REPORT_VERSION, render_table2
-from dmt_proxy.bench.sim.results import CompareResults
-from dmt_proxy.cli.bench_cli import main
+from dmt_bench.cli import main
+from dmt_bench.sim.rebuild import rebuild_compare
+from dmt_bench.sim.report import REPORT_VERSION, render_table2
+from dmt_bench.sim.results import CompareResults
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "results" / "sim" / "compare_local_T20"

@@ -1,7 +1,7 @@
 """The question stream: deterministic plan, cache, resume of an interrupted generation.
 
 Reads the real MMLU-Pro file shipped in the package. The generator is the shipped
-scripted fake (``dmt_proxy.testing.sim``): these tests are about the plan
+scripted fake (``dmt_bench.testing.sim``): these tests are about the plan
 and the cache, not about rewriting.
 """
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from dmt_proxy.bench.mmlu import LoadedSource, load_source, select_questions
-from dmt_proxy.bench.sim.config import parse_config
-from dmt_proxy.bench.sim.injection import BiasGenerator
-from dmt_proxy.bench.sim.runner import generator_call
-from dmt_proxy.bench.sim.stream import (
+from dmt_bench.mmlu import LoadedSource, load_source, select_questions
+from dmt_bench.sim.config import parse_config
+from dmt_bench.sim.injection import BiasGenerator
+from dmt_bench.sim.runner import generator_call
+from dmt_bench.sim.stream import (
     StreamTurn,
     build_plan,
     generate_stream,
@@ -25,11 +25,11 @@ from dmt_proxy.bench.sim.stream import (
     stream_spec,
     summarize,
 )
+from dmt_bench.testing.sim import BIAS_MARKER, scripted_generator
 from dmt_proxy.domains import DOMAINS
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.settings import Settings
 from dmt_proxy.testing.chat import ScriptedChatModel
-from dmt_proxy.testing.sim import BIAS_MARKER, scripted_generator
 
 SETTINGS = Settings()
 """Default proxy settings, as ``dmt-bench`` passes its commands (no environment read)."""

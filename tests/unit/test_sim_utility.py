@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from dmt_proxy.bench.mmlu import MmluQuestion
-from dmt_proxy.bench.sim.records import TurnRecord
-from dmt_proxy.bench.sim.utility import accuracy, extract_choice, utility_rows
+from dmt_bench.mmlu import MmluQuestion
+from dmt_bench.sim.records import TurnRecord
+from dmt_bench.sim.utility import accuracy, extract_choice, utility_rows
 
 OPTIONS = ["the Recitation", "the Book", "the Law", "42"]
 

@@ -1,4 +1,4 @@
-"""The shared statistics (dmt_proxy.bench.stats) against hand-computed values."""
+"""The shared statistics (dmt_bench.stats) against hand-computed values."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmt_proxy.bench import stats
-from dmt_proxy.bench.stats import (
+from dmt_bench import stats
+from dmt_bench.stats import (
     Z95,
     Interval,
     finite,
@@ -47,8 +47,8 @@ def test_interval_json_keeps_low_high_and_reads_null_as_nan() -> None:
 
 
 def test_committed_reports_still_load() -> None:
-    from dmt_proxy.bench.auditor_eval.metrics import Summary
-    from dmt_proxy.bench.iat.results import read_result
+    from dmt_bench.auditor_eval.metrics import Summary
+    from dmt_bench.iat.results import read_result
 
     audits = sorted(RESULTS.glob("auditor_eval_v1/auditor_eval_qwen*.json"))
     iats = sorted(RESULTS.glob("iat/**/iat_result.json"))

@@ -1,4 +1,4 @@
-"""Paired proportions (``bench.stats.proportions``): the table, McNemar's exact test,
+"""Paired proportions (``dmt_bench.stats.proportions``): the table, McNemar's exact test,
 Newcombe's paired interval and its coverage by simulation at the utility run's size."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dmt_proxy.bench import stats
+from dmt_bench import stats
 
 
 def _flags(both: int, only_a: int, only_b: int, neither: int) -> tuple[list[bool], list[bool]]:

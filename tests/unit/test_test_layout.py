@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("dmt_proxy", "tests", "benchmarks")
+SOURCES = ("dmt_proxy", "dmt_bench", "tests", "benchmarks")
 ONE_HOME = {
-    "free_port": "dmt_proxy/bench/harness/proxy.py",
+    "free_port": "dmt_proxy/net.py",
     "FakeUpstream": "tests/proxy_process.py",
     "ProxyProcess": "tests/proxy_process.py",
     "WorkerProcess": "tests/proxy_process.py",

@@ -40,11 +40,13 @@ def imported_modules(path: Path) -> set[str]:
 def test_no_production_module_imports_the_fakes() -> None:
     """Only ``dmt_proxy/testing`` imports it; a selectable fake is named by module string."""
     offenders = [
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if "testing" not in path.relative_to(PACKAGE).parts
-        and any(m.startswith("dmt_proxy.testing") for m in imported_modules(path))
-    ]
+        str(path.relative_to(package.parent))
+        for package in (PACKAGE, PACKAGE.parent / "dmt_bench")  # the research harness too
+        for path in package.rglob("*.py")
+        if "testing" not in path.relative_to(package).parts
+        and any(m.startswith(("dmt_proxy.testing", "dmt_bench.testing"))
+                for m in imported_modules(path))
+    ]  # fmt: skip
     assert offenders == []
 
 

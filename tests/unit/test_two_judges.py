@@ -163,9 +163,9 @@ async def test_worker_counts_disputes_apart_from_tags(tmp_path: Path) -> None:
 async def test_replayed_pipeline_equals_the_live_pipeline(stage: EmbeddingFirstStage) -> None:
     # The replay (LLM verdicts of every item + the first stage offline) must decide exactly
     # as StagedAuditor does live; the scripted LLM answers biased for biased items.
-    from dmt_proxy.bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
-    from dmt_proxy.bench.auditor_eval.replay import replay
-    from dmt_proxy.bench.auditor_eval.runner import ItemResult
+    from dmt_bench.auditor_eval.dataset import DATASET_V2, dataset_path, load_items, select
+    from dmt_bench.auditor_eval.replay import replay
+    from dmt_bench.auditor_eval.runner import ItemResult
 
     items = select(load_items(dataset_path(DATASET_V2)), split="test", limit=16)
     by_text = {i.text: i for i in items}
@@ -233,15 +233,15 @@ async def test_replaying_a_pipeline_run_equals_the_live_pipeline(
     # A pipeline run's verdicts (fused, some decided by the gate alone, some not English)
     # replayed with the same classifier and fusion decide as the live pipeline did; an item
     # the gate cleared gets the stated bound only if the new gate would send it on.
-    from dmt_proxy.audit.logprob import JudgeFusion
-    from dmt_proxy.bench.auditor_eval.dataset import (
+    from dmt_bench.auditor_eval.dataset import (
         DATASET_V2,
         DATASET_V3,
         dataset_path,
         load_items,
     )
-    from dmt_proxy.bench.auditor_eval.replay import llm_verdict, replay
-    from dmt_proxy.bench.auditor_eval.runner import ItemResult
+    from dmt_bench.auditor_eval.replay import llm_verdict, replay
+    from dmt_bench.auditor_eval.runner import ItemResult
+    from dmt_proxy.audit.logprob import JudgeFusion
 
     train = [i for i in load_items(dataset_path(DATASET_V3)) if i.split == "train"]
     plain = [i for i in load_items(dataset_path(DATASET_V2))

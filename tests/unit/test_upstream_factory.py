@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
+from dmt_bench.auditor_eval.cli import register, resolve_endpoint
+from dmt_bench.sim.config import parse_config
+from dmt_bench.sim.runner import generator_call, generator_chat
 from dmt_proxy.api import create_app
-from dmt_proxy.bench.auditor_eval.cli import register, resolve_endpoint
-from dmt_proxy.bench.sim.config import parse_config
-from dmt_proxy.bench.sim.runner import generator_call, generator_chat
 from dmt_proxy.errors import ConfigError, ModelNotFound, UpstreamError
 from dmt_proxy.memory.assembly import backfill_store
 from dmt_proxy.memory.base import MemoryRecord, Scope
