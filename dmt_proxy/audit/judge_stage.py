@@ -15,6 +15,13 @@
   manipulation finding: a planted verdict is never decided by one judge) ``verdict`` is
   ``None`` and the LLM judges the user's words.
 
+A bias is about a group, so an English text that names none gets no bias tag
+(``group_free``): when the lexicon finds no group in the user's (normalised) words and the
+LLM names no target that occurs in them, the LLM's biased verdict is kept as its score and
+decided clean. English only: the lexicon lists English group words systematically and
+other languages' only in part, so elsewhere the LLM's word stands. Findings are kept (a
+planted verdict on a group-free text is still tagged for the attempt).
+
 Speakers: the user's words are judged for the user's bias. The assistant's words (the
 model's answer the proxy stored with them) are scored too but never sent to the LLM: a
 confident bias there is the assistant's own finding (``speaker="assistant"``, or ``"both"``
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from dmt_proxy.audit.grounding import contains
 from dmt_proxy.audit.schema import TRAINED_JUDGE_LABEL, AuditVerdict, FirstStageOpinion
 from dmt_proxy.audit.trained_judge import JudgeScore, JudgeWeights, PartScore
 from dmt_proxy.audit.vote import as_bias_type, combine_domains
@@ -132,3 +140,18 @@ def with_speaker(verdict: AuditVerdict, call: JudgeCall, weights: JudgeWeights) 
     assistant = alone(echo, weights, call.reply_domains, "assistant")
     return assistant.model_copy(update={"findings": verdict.findings, "auditor": verdict.auditor,
                                         "llm_score": verdict.score})  # fmt: skip
+
+
+def group_free(verdict: AuditVerdict, text: str, *, english: bool) -> AuditVerdict:
+    """``verdict`` on the user's words ``text``, cleared of a bias when an English text
+    names no group (see the module docstring); unchanged otherwise."""
+    if not (verdict.ok and verdict.bias_detected and english) or verdict.text_domains:
+        return verdict
+    if verdict.target_group and contains(text, verdict.target_group):
+        return verdict  # the LLM names a group the lexicon lacks, in the text's own words
+    return verdict.model_copy(update={
+        "bias_detected": False, "bias_type": None, "target_group": "", "tendency": "",
+        "score": 0.0, "llm_score": verdict.score, "domain_probs": None,
+        "rationale": f"no group named in the text: the LLM's P(biased) {verdict.score:.2f} "
+                     "is not a bias about a group",
+    })  # fmt: skip

@@ -38,7 +38,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from dmt_proxy.audit.grounding import group_excerpt, named_domains
-from dmt_proxy.audit.judge_stage import judge_call, with_speaker
+from dmt_proxy.audit.judge_stage import group_free, judge_call, with_speaker
 from dmt_proxy.audit.language import probably_english
 from dmt_proxy.audit.normalize import NORMALIZER_VERSION, normalize_memory, without_placeholders
 from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate, AuditVerdict
@@ -171,6 +171,7 @@ class StagedAuditor:
                                              "text_domains": domains})  # fmt: skip
         if self.fusion is not None and call.fuse:
             verdict = fuse(verdict, self.fusion, self.tau_floor)
+        verdict = group_free(verdict, staged.text, english=probably_english(staged.text))
         return with_speaker(verdict, call, self.judge.weights)
 
     def stage(self, candidate: AuditCandidate) -> tuple[AuditCandidate, bool, tuple[Finding, ...]]:
