@@ -315,8 +315,12 @@ def render_markdown(meta: dict[str, Any], data: AdversarialSet, judged: dict[str
 def rerender(out: Path) -> None:
     """Rewrite ``<out>.md`` from ``<out>.json`` (after a change to the report, no model calls)."""
     result = json.loads(_sibling(out, ".json").read_text())
-    data = load_set(result["meta"]["set"])
     judged = {k: Judged.model_validate(v) for k, v in result["judged"].items()}
+    data = load_set(result["meta"]["set"])
+    # The run's own texts, in its order (a --sample or --limit run judged part of the set).
+    items, bases = {i.id: i for i in data.items}, {b.id: b for b in data.bases}
+    data = data.model_copy(update={"items": [items[k] for k in judged if k in items],
+                                   "bases": [bases[k] for k in judged if k in bases]})  # fmt: skip
     summary = summarize(data, judged)
     _sibling(out, ".md").write_text(render_markdown(result["meta"], data, judged, summary))
 
