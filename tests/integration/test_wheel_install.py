@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
-TREES = ("dmt_proxy", "policies", "auditor_prompts")
+TREES = ("dmt_proxy", "dmt_bench", "policies", "auditor_prompts")
 SHIPPED = ("policies", "auditor_prompts", "dmt_proxy/data/mmlu_pro")
 CONSOLE = "dmt_proxy/api/console"
 """The review console's templates and assets: package data, served from the wheel."""
@@ -150,6 +150,9 @@ def test_wheel_carries_data_and_serves(tmp_path: Path) -> None:
     assert {"memory", "mem0", "langmem", "letta", "postgres"} <= set(backends)
     assert {"auto", "litellm", "openai-compat"} <= set(clients)
     assert {"llm", "scripted"} <= set(auditors) and len(domains) == 9
+    # The research harness ships in the same wheel, with its own command.
+    bench_help = _run(venv / "bin" / "dmt-bench", "--help", cwd=run_dir, env=env)
+    assert "compare" in bench_help
 
     (run_dir / "policy.yaml").write_text(POLICY)
     port = free_port()
