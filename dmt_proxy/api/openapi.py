@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dmt_proxy.api.routing import Route
 from dmt_proxy.memory.base import MAX_SCOPE_PART, MAX_TEXT_CHARS
 from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.erasure import Erasure
 from dmt_proxy.memory.review import QueueItem
 from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
 from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionChunk, ChatCompletionRequest
@@ -108,9 +109,14 @@ class MemoryDeleted(BaseModel):
 
 
 class UserMemoriesDeleted(BaseModel):
+    """``DELETE /v1/memories?user=U``: the user erased (``memory.erasure``)."""
+
     user: str
     deleted: int
+    """Memories deleted, stored or queued (each counted once)."""
     object: Literal["list"]
+    erasure: Erasure
+    """What was erased where, and what could not be."""
 
 
 class ReviewQueue(BaseModel):

@@ -30,6 +30,7 @@ from dmt_proxy.api.openapi import (
 )
 from dmt_proxy.api.routing import ANY_METHOD, Access, Responses, Route
 from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.erasure import UserExport
 from dmt_proxy.memory.review import MemoryDetail, Overview, ReviewOutcome, ReviewRequest, UserView
 from dmt_proxy.memory.service import OutboxStats
 from dmt_proxy.messages.protocol import ErrorResponse as AnthropicErrorResponse
@@ -106,6 +107,8 @@ DELETE_MEMORY = Route("DELETE", "/v1/memories/{memory_id}", Access.ADMIN,
 DELETE_USER_MEMORIES = Route("DELETE", "/v1/memories", Access.ADMIN, metrics_label="/v1/memories",
                              responses=_keyed(UserMemoriesDeleted, 400))  # fmt: skip
 OUTBOX = Route("GET", "/v1/admin/outbox", Access.ADMIN, responses=_keyed(OutboxStats))
+EXPORT_USER = Route("GET", "/v1/admin/export", Access.ADMIN,
+                    responses=_keyed(UserExport, 400))  # fmt: skip
 
 # The review API (``dmt_proxy.api.routes_review``).
 REVIEW_QUEUE = Route("GET", "/v1/reviews/queue", Access.REVIEW,
@@ -141,6 +144,7 @@ METRICS = Route(
 ROUTES: tuple[Route, ...] = (
     CHAT, RESPONSES, MESSAGES, COUNT_TOKENS, EMBEDDINGS, MODELS, LEGACY_COMPLETIONS, MCP,
     LIST_MEMORIES, CREATE_MEMORY, GET_MEMORY, DELETE_MEMORY, DELETE_USER_MEMORIES, OUTBOX,
+    EXPORT_USER,
     REVIEW_QUEUE, REVIEW_OVERVIEW, REVIEW_USER, MEMORY_EVIDENCE, REVIEW_MEMORY,
     CONSOLE_LOGIN_FORM, CONSOLE_LOGIN, CONSOLE_LOGOUT, CONSOLE_OVERVIEW, CONSOLE_QUEUE,
     CONSOLE_MEMORY, CONSOLE_USERS, CONSOLE_STATIC, HEALTHZ, METRICS,

@@ -1,9 +1,14 @@
-"""The memory admin API, behind ``Authorization: Bearer $DMT_ADMIN_KEY``."""
+"""The memory admin API, behind ``Authorization: Bearer $DMT_ADMIN_KEY``.
+
+``DELETE /v1/memories?user=U`` erases the user (``DurableMemoryService.erase``: the
+store, its histories and files, the outbox and spool, the review trail's words);
+``GET /v1/admin/export?user=U`` answers everything held about the user as one document.
+"""
 
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
@@ -15,6 +20,7 @@ from dmt_proxy.api.routes import (
     CREATE_MEMORY,
     DELETE_MEMORY,
     DELETE_USER_MEMORIES,
+    EXPORT_USER,
     GET_MEMORY,
     LIST_MEMORIES,
     OUTBOX,
@@ -108,9 +114,25 @@ async def delete_memory(memory: Admin, memory_id: str) -> JSONResponse:
 
 
 @serve(router, DELETE_USER_MEMORIES)
-async def delete_user_memories(memory: Admin, user: str = Query(...)) -> JSONResponse:
-    deleted = await memory.delete_all(_user(user))
-    return JSONResponse({"user": user, "deleted": deleted, "object": "list"})
+async def delete_user_memories(
+    memory: Admin, user: str = Query(...), vacuum: Literal["plain", "full"] = Query("plain")
+) -> JSONResponse:
+    """Erase ``user``: every memory, queued or stored, and their text wherever the proxy
+    wrote it; the review trail keeps a tombstone of each decision. ``vacuum=full``: rewrite
+    PostgreSQL tables whole (``VACUUM FULL``: each is locked while it is rewritten)."""
+    scope = _user(user)
+    known = {e.id for e in await memory.list(scope)}
+    erasure = await memory.erase(scope.user, full=vacuum == "full")
+    deleted = max(len(known), erasure.memories)  # a memory both queued and stored counts once
+    return JSONResponse({"user": user, "deleted": deleted, "object": "list",
+                         "erasure": erasure.model_dump(mode="json")})  # fmt: skip
+
+
+@serve(router, EXPORT_USER)
+async def export_user(memory: Admin, user: str = Query(...)) -> JSONResponse:
+    """Everything held about ``user``: memories with tags and provenance, queued writes,
+    the review trail."""
+    return _json(await memory.export(_user(user).user))
 
 
 @serve(router, OUTBOX)

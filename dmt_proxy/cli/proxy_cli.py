@@ -6,6 +6,7 @@ Every flag can also be set with its ``DMT_*`` environment variable.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,13 +63,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return stdio.main(args.settings, user_id=args.user_id)
 
 
-def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
-    """A command of ``dmt_proxy.cli.reviews``, imported when it runs (it loads the stores)."""
+def _lazy(name: str, module: str = "reviews") -> Callable[[argparse.Namespace], int]:
+    """A command of ``dmt_proxy.cli.<module>`` (``reviews``, ``users``), imported when it
+    runs (it loads the stores)."""
 
     def run(args: argparse.Namespace) -> int:
-        from dmt_proxy.cli import reviews
-
-        command: Callable[[argparse.Namespace, Settings], int] = getattr(reviews, name)
+        loaded = importlib.import_module(f"dmt_proxy.cli.{module}")
+        command: Callable[[argparse.Namespace, Settings], int] = getattr(loaded, name)
         return command(args, args.settings)
 
     return run
@@ -159,7 +160,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """Add the proxy's own commands (serve, worker, models, audit-backfill, tenants, demo)."""
+    """Add the proxy's own commands (serve, worker, models, audit-backfill, tenants, demo,
+    erase, export)."""
     serve = sub.add_parser("serve", help="run the OpenAI-compatible proxy")
     serve.add_argument("--host", help="bind address (DMT_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (DMT_PORT, default 8080)")
@@ -198,6 +200,30 @@ def register(sub: Any) -> None:
     calibrate.add_argument("--policy", dest="policy_file", type=Path,
                            help="policy YAML naming the running calibration")  # fmt: skip
     calibrate.set_defaults(func=_lazy("cmd_calibrate"))
+
+    erase = sub.add_parser(
+        "erase",
+        help="erase one user everywhere the proxy writes (memories, outbox, spool, the "
+        "review trail's words, the files' free space); the trail keeps tombstones",
+    )
+    erase.add_argument("--user", required=True, help="the user (tenant/user with tenants)")
+    erase.add_argument(
+        "--vacuum-full", action="store_true",
+        help="PostgreSQL: rewrite the tables (VACUUM FULL) so no byte of the deleted rows "
+        "stays in their files; each table is locked while it is rewritten",
+    )  # fmt: skip
+    erase.add_argument("--policy", dest="policy_file", type=Path,
+                       help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    erase.set_defaults(func=_lazy("cmd_erase", "users"))
+
+    export = sub.add_parser(
+        "export", help="everything held about one user (memories, tags, trail) as one JSON"
+    )
+    export.add_argument("--user", required=True, help="the user (tenant/user with tenants)")
+    export.add_argument("--out", help="file to write (default: standard output)")
+    export.add_argument("--policy", dest="policy_file", type=Path,
+                        help="policy YAML (DMT_POLICY_FILE)")  # fmt: skip
+    export.set_defaults(func=_lazy("cmd_export", "users"))
 
     worker = sub.add_parser("worker", help="only drain the shared PostgreSQL outbox (no HTTP)")
     worker.add_argument("--policy", dest="policy_file", type=Path,
@@ -288,6 +314,8 @@ GROUPS: tuple[CommandGroup, ...] = (
             "console",
             "reviews",
             "calibrate",
+            "erase",
+            "export",
             "worker",
             "mcp",
             "models",

@@ -3,7 +3,9 @@
 ``build_memory_service`` assembles the proxy's memory service (the backend named by
 the policy, the outbox, the audit pipeline and the worker that moves outbox rows
 through the audit into the backend); ``backfill_store`` assembles the same pieces
-for ``dmt-proxy audit-backfill``. Both build the audit pipeline with
+for ``dmt-proxy audit-backfill``; ``erase_stored_user`` and ``export_stored_user`` open
+the stores alone (no audit) for ``dmt-proxy erase`` and ``dmt-proxy export``. The first
+two build the audit pipeline with
 ``dmt_proxy.audit.stages.build_audit_pipeline``; every other module of ``memory/``
 sees the audit only through its seam (``dmt_proxy.audit.protocol`` and the verdict
 types of ``dmt_proxy.audit.schema``).
@@ -23,7 +25,8 @@ pools answer again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from dmt_proxy.audit.protocol import Auditor
@@ -31,6 +34,7 @@ from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.circuit import CircuitBreaker, CircuitState, PoolReconnectWarnings
+from dmt_proxy.memory.erasure import Erasure, UserExport, erase_user, export_user
 from dmt_proxy.memory.registry import StoreDatabase, backend_class, open_policy_backend
 from dmt_proxy.memory.review import ReviewService
 from dmt_proxy.memory.review_dataset import LabelledReview, labelled_reviews
@@ -284,6 +288,61 @@ async def export_reviews(
             await backend.close()
     finally:
         await upstream.aclose()
+
+
+@asynccontextmanager
+async def _stores(
+    settings: Settings, policy: Policy, chat: ChatModel | None
+) -> AsyncIterator[tuple[MemoryBackend, Outbox, Trail]]:
+    """The policy's store, outbox and trail, opened directly (no worker, no audit); as for
+    ``backfill_store``, no proxy may run on the same state directory with SQLite or mem0."""
+    if policy.memory.backend == "none":
+        raise ConfigError("the policy turns memory off (memory.backend: none): nothing is held")
+    upstream = await open_upstream(settings, policy, chat=chat)
+    try:
+        try:
+            backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: "
+                f"{exc}. Is a proxy running on this state directory? Stop it first."
+            ) from exc
+        try:
+            # This process drains nothing: the outbox is opened to read and cancel rows.
+            outbox = await build_outbox(settings.model_copy(update={"worker": True}), policy,
+                                        backend=type(backend))  # fmt: skip
+            try:
+                trail = await build_trail(settings, policy, backend=type(backend))
+                try:
+                    yield backend, outbox, trail
+                finally:
+                    await trail.aclose()
+            finally:
+                await outbox.aclose()
+        finally:
+            await backend.close()
+    finally:
+        await upstream.aclose()
+
+
+async def erase_stored_user(
+    settings: Settings, policy: Policy, user: str, *, full: bool = False,
+    chat: ChatModel | None = None,
+) -> Erasure:  # fmt: skip
+    """Erase ``user`` from the policy's store, outbox and trail (``memory.erasure``)."""
+    async with _stores(settings, policy, chat) as (backend, outbox, trail):
+        return await erase_user(user, backend=backend, backend_name=policy.memory.backend,
+                                outbox=outbox, trail=trail, worker=None, full=full)  # fmt: skip
+
+
+async def export_stored_user(
+    settings: Settings, policy: Policy, user: str, *, chat: ChatModel | None = None
+) -> UserExport:
+    """Everything the policy's store, outbox and trail hold about ``user``."""
+    async with _stores(settings, policy, chat) as (backend, outbox, trail):
+        return await export_user(user, backend=backend, outbox=outbox, trail=trail)
 
 
 async def _all_users(backend: MemoryBackend, name: str) -> list[str]:

@@ -13,6 +13,12 @@ Reads, updates and deletes by id follow the same rule: at a scope that does not
 see the record they find nothing and change nothing. ``scope_of(id)`` is the one
 lookup by id alone (the admin API names memories by id).
 
+Erasure: a backend that keeps a user's text anywhere ``delete_all`` leaves it (a
+history, a write-ahead log, free pages of a file) also implements ``erase(user)``
+(``ErasingBackend``): every record of the user deleted, and their text removed from
+every file or table the store writes; it answers a ``StoreErasure`` saying what it
+compacted and what it could not clear. Every built-in backend does.
+
 Errors: ``MemoryStoreError`` wraps a store that fails at run time (the proxy
 catches it, answers without memory and keeps the write for retry; its subclass
 ``StoreClosed``: a backend used after ``close()``); a write whose id already
@@ -313,6 +319,30 @@ class MemoryBackend(Protocol):
 
     async def close(self) -> None:
         """Release files and locks; the backend is unusable afterwards."""
+        ...
+
+
+class StoreErasure(BaseModel):
+    """What a backend's ``erase(user)`` did."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deleted: int
+    """Records of the user deleted."""
+    compacted: list[str] = Field(default_factory=list)
+    """Files and tables rewritten so that the deleted text is not left in them."""
+    kept: list[str] = Field(default_factory=list)
+    """Where the user's text may still be, in words (a limit the backend cannot clear)."""
+
+
+@runtime_checkable
+class ErasingBackend(Protocol):
+    """A backend that can erase a user: ``delete_all`` and more (module docstring)."""
+
+    async def erase(self, user: str, *, full: bool = False) -> StoreErasure:
+        """Delete every record of ``user`` and remove their text from every file or table
+        the store writes (histories, logs, free space). ``full``: also where that is
+        costly (PostgreSQL: ``VACUUM FULL``, which locks the table while it rewrites it)."""
         ...
 
 

@@ -24,6 +24,7 @@ from dmt_proxy.exchange import Exchange, RequestContext
 from dmt_proxy.memory.base import MemoryBackend, MemoryRecord, Scope
 from dmt_proxy.memory.circuit import CircuitBreaker, CircuitOpenError, describe
 from dmt_proxy.memory.entry import MemoryEntry
+from dmt_proxy.memory.erasure import Erasure, UserExport, erase_user, export_user
 from dmt_proxy.memory.render import render_memories
 from dmt_proxy.memory.write.outbox import Outbox, OutboxItem
 from dmt_proxy.memory.write.worker import OutboxWorker, drain
@@ -259,10 +260,25 @@ class DurableMemoryService:
         return cancelled or deleted
 
     async def delete_all(self, scope: Scope) -> int:
-        """Forget every memory of ``scope``, queued and stored; how many."""
+        """Forget every memory of ``scope``, queued and stored; how many. (Erasing a user
+        everywhere, the review trail and the files included, is ``erase``.)"""
         cancelled = await self._outbox.cancel_user(scope.user)
         deleted = await self._backend.delete_all(scope)
         return deleted + cancelled
+
+    async def erase(self, user: str, *, full: bool = False) -> Erasure:
+        """Erase ``user`` from every place the proxy writes their text: the backend (and
+        its histories and files), the outbox and spool, the review trail (tombstones
+        kept) and the files of all of them (``dmt_proxy.memory.erasure``; ``full``:
+        rewrite PostgreSQL tables whole)."""
+        return await erase_user(user, backend=self._backend, backend_name=self._backend_name,
+                                outbox=self._outbox, trail=self._trail, worker=self._worker,
+                                full=full)  # fmt: skip
+
+    async def export(self, user: str) -> UserExport:
+        """Everything held about ``user``: memories, queued writes and review trail."""
+        return await export_user(user, backend=self._backend, outbox=self._outbox,
+                                 trail=self._trail)  # fmt: skip
 
     async def outbox_stats(self) -> OutboxStats:
         """The depth of the write queue and the age of its oldest row."""

@@ -36,6 +36,8 @@ PROTECTED = [
     ("DELETE", "/v1/memories/mem_x", None),
     ("DELETE", "/v1/memories", None),  # missing ?user=
     ("GET", "/v1/admin/outbox", None),
+    ("GET", "/v1/admin/export", None),  # missing ?user=
+    ("GET", "/v1/admin/export?user=", None),  # empty user
     ("GET", "/v1/reviews/queue?limit=0", None),  # limit out of range
     ("GET", "/v1/reviews/queue?since=yesterday", None),  # not a datetime
     ("GET", "/v1/reviews/overview", None),

@@ -5,7 +5,8 @@ embedding-free by default (``scoring="keyword"``: cosine over sets of lightly
 stemmed, stop-word-filtered word tokens); ``scoring="embedding"`` uses the shared
 local embedder instead. Persistence is a JSON snapshot written on ``close()``
 (and read on open): a crash loses everything since the last clean close, which is
-why it is not a production store.
+why it is not a production store. ``erase(user)`` writes the snapshot again at once, so
+the erased user's records leave the file then, not at the next close.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    StoreErasure,
     check_k,
     check_write,
     with_audit,
@@ -269,6 +271,15 @@ class InMemoryBackend(BackendPlugin):
         for rid in ids:
             self._forget(rid)
         return len(ids)
+
+    async def erase(self, user: str, *, full: bool = False) -> StoreErasure:
+        """Delete ``user``'s records and rewrite the snapshot without them (a new file
+        replaces the old one)."""
+        deleted = await self.delete_all(Scope(user=user))
+        if self._snapshot is None or not self._snapshot.exists():
+            return StoreErasure(deleted=deleted)
+        self._save()  # in the event loop, as close() does: no call runs meanwhile
+        return StoreErasure(deleted=deleted, compacted=[str(self._snapshot)])
 
     async def close(self) -> None:
         # In the event loop, not a thread: the snapshot must not race a running call.

@@ -40,10 +40,16 @@ highest-scoring tag. ``update()`` on a source re-computes every memory derived
 from it, so a tag that arrives after consolidation still reaches the derived
 text. Deleting a source keeps its snapshot (the derived text still contains it).
 A failed manager run never fails the write: the verbatim record is stored first.
+
+Erasure (``erase(user)``): the user's namespaces (interactions, consolidated memories
+and what langmem's own manager kept) are emptied and the store's file compacted (WAL
+truncated, ``VACUUM``). The manager's model saw the text when it ran; a hosted model
+keeps what its provider keeps, outside the proxy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 import warnings
@@ -63,6 +69,7 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    StoreErasure,
     check_write,
     combine_audit,
     nothing_to_search,
@@ -523,6 +530,12 @@ class LangMemBackend(BackendPlugin):
                 for item in items:
                     await self._store.adelete(own, item.key)
         return len(values)
+
+    async def erase(self, user: str, *, full: bool = False) -> StoreErasure:
+        """Delete every memory of ``user`` (``delete_all``) and compact the store's file."""
+        deleted = await self.delete_all(Scope(user=user))
+        path = await asyncio.to_thread(self._store.compact)
+        return StoreErasure(deleted=deleted, compacted=[path])
 
     async def close(self) -> None:
         self._store.close()

@@ -20,6 +20,10 @@ Storage: one SQLite file ``<state_dir>/memory/letta/paging.sqlite`` with the
 record JSON and its float32 embedding; archival vectors are held per user in a
 numpy matrix (built on first search, kept up to date after).
 
+Erasure (``erase(user)``): every row of the user (core, archival, summaries and their
+sources' audit snapshots) is deleted and the file compacted (WAL truncated,
+``VACUUM``); the connection deletes with ``secure_delete`` on.
+
 The summary inherits the audit state of every interaction folded into it
 (``combine_audit`` over per-source snapshots, updated when a source is audited
 later), so a tag on a paged-out interaction still reaches the summary.
@@ -58,12 +62,14 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    StoreErasure,
     check_write,
     combine_audit,
     nothing_to_search,
     with_audit,
 )
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
+from dmt_proxy.memory.write.storage import compact_sqlite
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 
@@ -144,6 +150,7 @@ class LettaPagingBackend(BackendPlugin):
             raise ConfigError(f"letta store {path} cannot be opened: {exc}") from exc
         try:
             conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA secure_delete=ON")  # freed space is zeroed (erasure)
             conn.executescript(SCHEMA)
             conn.execute(
                 "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
@@ -554,6 +561,17 @@ class LettaPagingBackend(BackendPlugin):
             return len(rows)
 
         return await self._runner.run(run)
+
+    async def erase(self, user: str, *, full: bool = False) -> StoreErasure:
+        """Delete every row of ``user`` and compact the file."""
+        deleted = await self.delete_all(Scope(user=user))
+
+        def compact() -> str:
+            path = str(self._conn.execute("PRAGMA database_list").fetchone()[2])
+            compact_sqlite(self._conn, path)
+            return path
+
+        return StoreErasure(deleted=deleted, compacted=[await self._runner.run(compact)])
 
     async def close(self) -> None:
         await self._runner.close(self._conn.close)

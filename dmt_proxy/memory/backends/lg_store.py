@@ -39,6 +39,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from dmt_proxy.memory.backends.runner import StoreRunner
 from dmt_proxy.memory.backends.vectors import VectorMatrix
+from dmt_proxy.memory.write.storage import compact_sqlite
 
 EmbedFn = Callable[[list[str]], list[list[float]]]
 
@@ -98,9 +99,11 @@ class IndexedSqliteStore(BaseStore):
     def __init__(
         self, path: Path, *, embed: EmbedFn, dims: int, fields: Sequence[str] = ("text",)
     ) -> None:
+        self._path = path
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA secure_delete=ON")  # freed space is zeroed (erasure)
             self._items = SqliteStore(self._conn)
             self._items.setup()
             self._conn.execute(_VECTOR_TABLE)
@@ -240,6 +243,12 @@ class IndexedSqliteStore(BaseStore):
                 if len(found) >= wanted:
                     return found[op.offset :]
         return found[op.offset :]
+
+    def compact(self) -> str:
+        """Remove what deleted items left in the file and its WAL (``compact_sqlite``);
+        its path."""
+        self._runner.call(lambda: compact_sqlite(self._conn, self._path))
+        return str(self._path)
 
     def close(self) -> None:
         """Close the SQLite connection (once; the store is unusable afterwards)."""

@@ -26,6 +26,16 @@ over mem0's own ``Qdrant`` provider, one collection per user (named by the
 user's hash): a user's search scans only that user's points, and the user
 condition is enforced by the partition and re-checked on every returned point.
 
+Erasure (``erase(user)``): the user's partition is dropped whole (Qdrant deletes the
+collection's directory, its SQLite file of points with them), then mem0's history DB,
+which keeps every ADD, UPDATE and DELETE event with the text it carried (mem0 never
+forgets it, and mem0's own ``delete_all`` adds a DELETE event with the text), loses
+every row of a memory no partition holds any more: the erased user's, and those of
+memories deleted before (the proxy never reads mem0's history; an event of a deleted
+memory only keeps its text). Its ``messages`` table (the recent turns mem0 keeps per
+session with ``infer=True``) loses the user's rows, and the file is vacuumed. The
+history connection deletes with ``secure_delete`` on, so a freed row is zeroed.
+
 Qdrant local mode allows ONE client per path: two backends (or processes) on the
 same state dir fail at open with a ConfigError. ``close()`` releases the lock.
 mem0's API is synchronous and the local client is not thread-safe, so every call
@@ -55,10 +65,12 @@ from dmt_proxy.memory.base import (
     RecordConflict,
     Scope,
     SearchHit,
+    StoreErasure,
     check_write,
     nothing_to_search,
 )
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
+from dmt_proxy.memory.write.storage import compact_sqlite
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 _STORE_ERRORS = (OSError, sqlite3.Error, RuntimeError)
@@ -144,10 +156,14 @@ class Mem0Backend(BackendPlugin):
         threshold: float = Field(default=0.1, ge=0.0, le=1.0)
         """Minimum semantic score of a hit (mem0's default is 0.1)."""
 
-    def __init__(self, memory: Any, partitions: UserPartitions, options: Options) -> None:
+    def __init__(
+        self, memory: Any, partitions: UserPartitions, options: Options, *, root: Path
+    ) -> None:
         self._memory = memory
         self._parts = partitions
         self._options = options
+        self._root = root
+        """``<state_dir>/memory/mem0``: Qdrant's ``qdrant/`` and the history DB."""
         self._runner = StoreRunner("mem0", _STORE_ERRORS)
 
     @classmethod
@@ -203,13 +219,15 @@ class Mem0Backend(BackendPlugin):
             raise
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"mem0 store under {root} cannot be opened: {exc}") from exc
+        # What a deletion frees in mem0's history file is zeroed (erasure: module docstring).
+        memory.db.connection.execute("PRAGMA secure_delete=ON")
         # One embedding model per process: mem0's own huggingface provider loaded a second
         # copy of all-MiniLM (+110 MB RSS, and torch threads not limited to one).
         memory.embedding_model = SharedEmbedding(config.shared_embedder())
         client = memory.vector_store.client
         partitions = UserPartitions(client, options.collection, EMBEDDING_DIMS)
         memory.vector_store = partitions  # mem0's Memory API runs unchanged on top
-        return cls(memory, partitions, options)
+        return cls(memory, partitions, options, root=root)
 
     # -- mapping between our records and mem0 items -------------------------------
 
@@ -418,6 +436,48 @@ class Mem0Backend(BackendPlugin):
             return before - self._parts.size(scope.user_key)
 
         return await self._runner.run(run)
+
+    async def erase(self, user: str, *, full: bool = False) -> StoreErasure:
+        """Drop the user's partition and purge mem0's history of it (module docstring)."""
+        key = Scope(user=user).user_key
+
+        def run() -> StoreErasure:
+            # Not mem0's delete_all: it would write each text into the history once more.
+            points = self._parts.drop(key)
+            history = self._purge_history(key)
+            dropped = self._root / "qdrant" / "collection" / self._parts.partition_name(key)
+            return StoreErasure(deleted=len(points), compacted=[history, str(dropped)])
+
+        return await self._runner.run(run)
+
+    _HISTORY_CHUNK = 500
+
+    def _purge_history(self, user_key: str) -> str:
+        """Delete the history rows of every memory no partition holds and the user's
+        recent messages, then vacuum the file; its path."""
+        db = self._memory.db
+        live = self._parts.live_points()
+        with db._lock:  # mem0's own lock on its connection
+            conn: sqlite3.Connection = db.connection
+            ids = [row[0] for row in conn.execute("SELECT DISTINCT memory_id FROM history")]
+            gone = [i for i in ids if i not in live]
+            conn.execute("BEGIN")
+            try:
+                for start in range(0, len(gone), self._HISTORY_CHUNK):
+                    chunk = gone[start : start + self._HISTORY_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    conn.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
+                # mem0's session scope is "agent_id=..&run_id=..&user_id=<key>", keys sorted.
+                conn.execute(
+                    "DELETE FROM messages WHERE session_scope = ? OR session_scope LIKE ?",
+                    (f"user_id={user_key}", f"%&user_id={user_key}"),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            compact_sqlite(conn, "mem0 history")
+        return str(db.db_path)
 
     async def close(self) -> None:
         def release() -> None:

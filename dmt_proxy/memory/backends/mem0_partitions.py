@@ -67,6 +67,10 @@ class UserPartitions(VectorStoreBase):  # type: ignore[misc]
     def _name(self, user_key: str) -> str:
         return f"{self.collection_name}{_PART}{user_key}"
 
+    def partition_name(self, user_key: str) -> str:
+        """The name of the user's collection (a directory under Qdrant's ``collection/``)."""
+        return self._name(user_key)
+
     def _partition(self, user_key: str, *, create: bool) -> _LocalPartition | None:
         part = self._parts.get(user_key)
         if part is None and create:
@@ -134,6 +138,28 @@ class UserPartitions(VectorStoreBase):  # type: ignore[misc]
     def size(self, user_key: str) -> int:
         """Number of points in the user's partition."""
         return self._sizes.get(user_key, 0)
+
+    def points_of_user(self, user_key: str) -> list[str]:
+        """Every point id in the user's partition."""
+        return sorted(p for p, owner in self._owner.items() if owner == user_key)
+
+    def live_points(self) -> set[str]:
+        """Every point id in every partition."""
+        return set(self._owner)
+
+    def drop(self, user_key: str) -> list[str]:
+        """Delete the user's whole partition: Qdrant removes the collection's directory
+        (its SQLite file with every point's text in it). The point ids it held."""
+        points = self.points_of_user(user_key)
+        if self._parts.pop(user_key, None) is not None or self.client.collection_exists(
+            self._name(user_key)
+        ):
+            self.client.delete_collection(collection_name=self._name(user_key))
+        for point_id in points:
+            self._untrack(point_id)
+        self._quarantined.pop(user_key, None)
+        self._sizes.pop(user_key, None)
+        return points
 
     def close(self) -> None:
         """Close the shared local client, releasing Qdrant's lock on the path."""

@@ -206,12 +206,14 @@ class Outbox(Protocol):
         """Rows whose next attempt is due, oldest first, held for this worker."""
         ...
 
-    async def mark_stored(self, item_id: str) -> None:
-        """Remember that the backend has the record, so a retry only re-audits."""
+    async def mark_stored(self, item_id: str) -> bool:
+        """Remember that the backend has the record, so a retry only re-audits; False when
+        the row is gone (cancelled meanwhile: its memory was deleted or its user erased)."""
         ...
 
-    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
-        """Keep an auditor verdict so a storage retry does not pay for the audit again."""
+    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> bool:
+        """Keep an auditor verdict so a storage retry does not pay for the audit again;
+        False when the row is gone (cancelled meanwhile)."""
         ...
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
@@ -236,6 +238,13 @@ class Outbox(Protocol):
 
     async def pending(self, user: str | None = None) -> list[OutboxItem]:
         """Every row still in the outbox (optionally one user's), oldest first."""
+        ...
+
+    async def compact(self, *, skip: Iterable[str] = (), full: bool = False) -> list[str]:
+        """Remove what deleted rows left in the outbox's storage (a SQLite file's WAL and
+        free pages, a PostgreSQL table's dead rows; ``full``: rewrite a PostgreSQL table,
+        ``storage.vacuum_tables``), except the storages named in ``skip``; the names of
+        those compacted (an erasure calls it after ``cancel_user``)."""
         ...
 
     async def aclose(self) -> None:
@@ -297,19 +306,23 @@ class SqliteOutbox(SqliteStorage):
         self._held.update(r.id for r in result)
         return result
 
-    def _mark_stored(self, item_id: str) -> None:
-        self._db.execute("UPDATE outbox SET stored = 1 WHERE id = ?", (item_id,))
+    def _mark_stored(self, item_id: str) -> bool:
+        cur = self._db.execute("UPDATE outbox SET stored = 1 WHERE id = ?", (item_id,))
+        return cur.rowcount > 0
 
-    async def mark_stored(self, item_id: str) -> None:
-        """Remember that the backend has the record, so a retry only re-audits."""
-        await self._run(self._mark_stored, item_id)
+    async def mark_stored(self, item_id: str) -> bool:
+        """Remember that the backend has the record; False when the row is gone."""
+        stored: bool = await self._run(self._mark_stored, item_id)
+        return stored
 
-    def _save_verdict(self, item_id: str, verdict: str) -> None:
-        self._db.execute("UPDATE outbox SET verdict = ? WHERE id = ?", (verdict, item_id))
+    def _save_verdict(self, item_id: str, verdict: str) -> bool:
+        cur = self._db.execute("UPDATE outbox SET verdict = ? WHERE id = ?", (verdict, item_id))
+        return cur.rowcount > 0
 
-    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
-        """Keep an auditor verdict so a storage retry does not pay for the audit again."""
-        await self._run(self._save_verdict, item_id, json.dumps(verdict))
+    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> bool:
+        """Keep an auditor verdict on the row; False when the row is gone."""
+        saved: bool = await self._run(self._save_verdict, item_id, json.dumps(verdict))
+        return saved
 
     def _retry(self, item_id: str, error: str, delay_s: float) -> None:
         self._db.execute(

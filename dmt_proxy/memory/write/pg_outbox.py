@@ -30,13 +30,14 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from dmt_proxy.database import Step, without_nul
 from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.circuit import describe
 from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem, exchange_row
-from dmt_proxy.memory.write.storage import open_storage_pool
+from dmt_proxy.memory.write.storage import open_storage_pool, vacuum_tables
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ class PostgresOutbox:
         from psycopg import sql
 
         self._pool = pool
-        self._table = sql.Identifier(f"{prefix}outbox")
+        self._table_name = f"{prefix}outbox"
+        self._table = sql.Identifier(self._table_name)
         self.lease_s = lease_s
         self.worker_id = worker_id
         self.found_version = 0
@@ -238,20 +240,20 @@ class PostgresOutbox:
         self._held.update(i.id for i in items)
         return items
 
-    async def mark_stored(self, item_id: str) -> None:
-        """Remember that the backend has the record, so a retry only re-audits."""
+    async def mark_stored(self, item_id: str) -> bool:
+        """Remember that the backend has the record; False when the row is gone (cancelled)."""
         from psycopg import sql
 
         query = sql.SQL("UPDATE {} SET stored = true WHERE id = %s").format(self._table)
-        await self._execute(query, [item_id])
+        return await self._execute(query, [item_id]) > 0
 
-    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
-        """Keep an auditor verdict so a storage retry does not pay for the audit again."""
+    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> bool:
+        """Keep an auditor verdict on the row; False when the row is gone (cancelled)."""
         from psycopg import sql
         from psycopg.types.json import Jsonb
 
         query = sql.SQL("UPDATE {} SET verdict = %s WHERE id = %s").format(self._table)
-        await self._execute(query, [Jsonb(verdict), item_id])
+        return await self._execute(query, [Jsonb(verdict), item_id]) > 0
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
         """Record a failed attempt, schedule the next one and release the row."""
@@ -321,6 +323,10 @@ class PostgresOutbox:
             params,
         )
         return OutboxItem.readable(rows)
+
+    async def compact(self, *, skip: Iterable[str] = (), full: bool = False) -> list[str]:
+        """``VACUUM`` the outbox table (``storage.vacuum_tables``, ``skip`` as there)."""
+        return await vacuum_tables(self._pool, [self._table_name], full=full, skip=skip)
 
     async def release(self) -> int:
         """Give up every lease this worker holds, so others claim those rows now; how many."""

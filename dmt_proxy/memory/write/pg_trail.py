@@ -4,28 +4,37 @@ worker and ``dmt-proxy console`` of a deployment.
 Same events and rules as ``dmt_proxy.memory.write.trail`` (the SQLite one); the table
 is ``<prefix>review_trail``, versioned as component ``review_trail`` in
 ``<prefix>schema_version`` (``dmt_proxy.database.migrate``), and append-only by a
-trigger that refuses ``UPDATE``, ``DELETE`` and ``TRUNCATE``.
+trigger that refuses ``DELETE``, ``TRUNCATE`` and every ``UPDATE`` but the one an
+erasure makes (a tombstone: ``trail.tombstone_only``). Version 2 adds ``erased_at``
+and that exception. After an erasure the table is vacuumed (``storage.vacuum_tables``:
+what a plain and a full ``VACUUM`` leave); the server's write-ahead log, archives,
+replicas and backups keep the cleared text until they are recycled or expire, which no
+statement of a client can change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dmt_proxy.database import Step, without_nul
-from dmt_proxy.memory.write.storage import like_prefix, open_storage_pool
+from dmt_proxy.memory.write.storage import like_prefix, open_storage_pool, vacuum_tables
 from dmt_proxy.memory.write.trail import (
+    APPEND_ONLY,
     TRAIL_COLUMNS,
     TrailEvent,
     event_row,
     is_held,
     row_event,
+    tombstone_only,
 )
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-PG_TRAIL_SCHEMA_VERSION = 1
+PG_TRAIL_SCHEMA_VERSION = 2
 """Layout of ``<prefix>review_trail``; bump it with a new step in ``_steps``."""
 
 
@@ -68,7 +77,22 @@ def _steps(prefix: str) -> dict[int, Step]:
             ).format(sql.Identifier(f"{prefix}review_trail_truncate"), table, guard)
         )
 
-    return {1: v1}
+    async def v2(conn: AsyncConnection[Any]) -> None:
+        await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN erased_at double precision")
+                           .format(table))  # fmt: skip
+        # The guard now lets the one update of an erasure through (a row trigger that
+        # returns NEW lets it happen); TRUNCATE, DELETE and any other UPDATE still raise.
+        body = (
+            "BEGIN IF TG_OP = 'UPDATE' AND " + tombstone_only("IS NOT DISTINCT FROM")
+            + " THEN RETURN NEW; END IF; RAISE EXCEPTION '"
+            + APPEND_ONLY.replace("'", "''") + "'; END"
+        )  # fmt: skip
+        await conn.execute(
+            sql.SQL("CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS {}")
+            .format(guard, sql.Literal(body))
+        )  # fmt: skip
+
+    return {1: v1, 2: v2}
 
 
 class PostgresTrail:
@@ -78,7 +102,8 @@ class PostgresTrail:
         from psycopg import sql
 
         self._pool = pool
-        self._table = sql.Identifier(f"{prefix}review_trail")
+        self._table_name = f"{prefix}review_trail"
+        self._table = sql.Identifier(self._table_name)
 
     @classmethod
     async def open(
@@ -137,6 +162,26 @@ class PostgresTrail:
     async def held(self, memory_id: str) -> bool:
         """Whether a human verdict holds ``memory_id``."""
         return is_held(await self.history(memory_id))
+
+    async def of_user(self, user: str) -> list[TrailEvent]:
+        """Every event of ``user``, oldest first."""
+        return await self._select("user_id = %s", [user])
+
+    async def erase_user(self, user: str, at: datetime) -> int:
+        """Turn every live event of ``user`` into a tombstone (after the commit)."""
+        from psycopg import sql
+
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("UPDATE {} SET reason = '', evidence = NULL, erased_at = %s"
+                        " WHERE user_id = %s AND erased_at IS NULL").format(self._table),
+                [at.timestamp(), user],
+            )  # fmt: skip
+            return int(cur.rowcount)
+
+    async def compact(self, *, skip: Iterable[str] = (), full: bool = False) -> list[str]:
+        """``VACUUM`` the trail table (``storage.vacuum_tables``, ``skip`` as there)."""
+        return await vacuum_tables(self._pool, [self._table_name], full=full, skip=skip)
 
     async def aclose(self) -> None:
         """Close the pool."""

@@ -23,7 +23,8 @@ again (the backend write is idempotent on it: still one memory) and audits it
 a second time.
 
 The spool belongs to one proxy: it survives a crashed or restarted proxy only if
-its state directory does (a persistent volume in Kubernetes). The worker side
+its state directory does (a persistent volume in Kubernetes). An erasure reaches the
+spool of the proxy it runs in (``cancel_user``, ``compact``), not another proxy's. The worker side
 (``due``, ``done``...) goes to PostgreSQL only: workers never see spooled rows
 until they are forwarded.
 """
@@ -36,7 +37,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -201,13 +202,14 @@ class SpooledOutbox:
         """Rows claimed from the PostgreSQL outbox for this worker."""
         return await self._on_primary("worker", lambda: self.primary.due(limit))
 
-    async def mark_stored(self, item_id: str) -> None:
-        """Remember that the backend has the record."""
-        await self._on_primary("worker", lambda: self.primary.mark_stored(item_id))
+    async def mark_stored(self, item_id: str) -> bool:
+        """Remember that the backend has the record; False when the row is gone."""
+        return await self._on_primary("worker", lambda: self.primary.mark_stored(item_id))
 
-    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> None:
-        """Keep an auditor verdict on the row."""
-        await self._on_primary("worker", lambda: self.primary.save_verdict(item_id, verdict))
+    async def save_verdict(self, item_id: str, verdict: dict[str, Any]) -> bool:
+        """Keep an auditor verdict on the row; False when the row is gone."""
+        return await self._on_primary("worker",
+                                      lambda: self.primary.save_verdict(item_id, verdict))  # fmt: skip
 
     async def retry_later(self, item_id: str, error: str, delay_s: float) -> None:
         """Record a failed attempt and release the row."""
@@ -242,6 +244,14 @@ class SpooledOutbox:
         known = {r.id for r in rows}
         rows += [r for r in await self.spool.pending(user) if r.id not in known]
         return sorted(rows, key=lambda r: (r.created_at, r.id))
+
+    async def compact(self, *, skip: Iterable[str] = (), full: bool = False) -> list[str]:
+        """Compact this proxy's spool file and ``VACUUM`` the shared table (as
+        ``Outbox.compact``)."""
+        spooled = await self.spool.compact(skip=skip)
+        shared = await self._on_primary("admin",
+                                        lambda: self.primary.compact(skip=skip, full=full))  # fmt: skip
+        return spooled + shared
 
     async def aclose(self) -> None:
         """Try a last forward, stop the forwarder, close both outboxes."""

@@ -13,12 +13,23 @@ the memory is anything but a re-audit request, and the worker (and
 ``audit-backfill``) then leave the memory alone instead of storing a machine
 verdict over it.
 
+Erasure (``dmt_proxy.memory.erasure``): erasing a user turns each of their events into
+a tombstone (``erase_user``): the event stays, with its id (``seq``), memory id, user,
+time, who decided (``actor``, ``human``, ``action``) and the decision (statuses and
+domains before and after), and ``erased_at`` is set; its ``reason`` (the auditor's or the
+reviewer's words) and ``evidence`` (the verdict, with its rationale, tag text and
+grounding spans) are cleared. That is the one change the trail allows: the database
+refuses any other ``UPDATE``, and every ``DELETE``.
+
 Storage: ``SqliteTrail`` keeps the table in the outbox's SQLite file (a table of its
 own beside ``outbox``; the outbox's ``PRAGMA user_version`` is not touched, the trail's
 layout version is the row of ``review_trail_schema``), on a thread of its own
 (``dmt_proxy.memory.write.storage``, shared with the outbox). Append-only is enforced by the
-database: triggers refuse ``UPDATE`` and ``DELETE``. ``MemoryTrail`` is the in-process
-one for tests and for a proxy without an outbox file.
+database: triggers refuse ``DELETE`` and every ``UPDATE`` but a tombstone's. ``MemoryTrail``
+is the in-process one for tests and for a proxy without an outbox file.
+
+Layout versions: 1, the table; 2, ``erased_at`` and the trigger that lets an erasure
+write a tombstone (an older release refuses a version-2 file, as for any newer layout).
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.write.storage import SqliteStorage, like_prefix
 
-TRAIL_SCHEMA_VERSION = 1
+TRAIL_SCHEMA_VERSION = 2
 """Layout of the trail table (the row of ``review_trail_schema``); bump with a migration."""
 EVENT_FORMAT_VERSION = 1
 """Format of one event's fields and evidence JSON, stored on every row."""
@@ -69,8 +81,18 @@ class TrailEvent(BaseModel):
     after_domain: str | None = None
     reason: str = Field(default="", max_length=2000)
     evidence: dict[str, Any] | None = None
-    """A machine event's verdict (``AuditVerdict`` JSON) and decision; ``None`` for a human."""
+    """A machine event's verdict (``AuditVerdict`` JSON) and decision; ``None`` for a human
+    and for a tombstone."""
     format_version: int = EVENT_FORMAT_VERSION
+    erased_at: datetime | None = None
+    """When the event's user was erased: the event is a tombstone (``reason`` and
+    ``evidence`` cleared, the decision kept); ``None`` for a live event."""
+
+    def tombstone(self, at: datetime) -> TrailEvent:
+        """This event with its content cleared, as an erasure leaves it."""
+        if self.erased_at is not None:
+            return self
+        return self.model_copy(update={"reason": "", "evidence": None, "erased_at": at})
 
 
 def now_utc() -> datetime:
@@ -99,6 +121,18 @@ class Trail(Protocol):
 
     async def held(self, memory_id: str) -> bool:
         """Whether a human verdict holds ``memory_id`` (no machine verdict may replace it)."""
+        ...
+
+    async def of_user(self, user: str) -> list[TrailEvent]:
+        """Every event of exactly ``user`` (tombstones included), oldest first."""
+        ...
+
+    async def erase_user(self, user: str, at: datetime) -> int:
+        """Turn every live event of ``user`` into a tombstone erased ``at``; how many."""
+        ...
+
+    async def compact(self, *, skip: Iterable[str] = (), full: bool = False) -> list[str]:
+        """Remove what cleared content left in the storage (``Outbox.compact``)."""
         ...
 
     async def aclose(self) -> None:
@@ -150,11 +184,28 @@ class MemoryTrail:
         """Whether a human verdict holds ``memory_id``."""
         return is_held(await self.history(memory_id))
 
+    async def of_user(self, user: str) -> list[TrailEvent]:
+        """Every event of ``user``, oldest first."""
+        return [e for e in self._events if e.user == user]
+
+    async def erase_user(self, user: str, at: datetime) -> int:
+        """Turn every live event of ``user`` into a tombstone."""
+        count = 0
+        for i, e in enumerate(self._events):
+            if e.user == user and e.erased_at is None:
+                self._events[i] = e.tombstone(at)
+                count += 1
+        return count
+
+    async def compact(self, *, skip: Iterable[str] = (), full: bool = False) -> list[str]:
+        """Nothing on disk."""
+        return []
+
     async def aclose(self) -> None:
         """Nothing to release."""
 
 
-_SCHEMA = [
+_SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS review_trail (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         memory_id TEXT NOT NULL,
@@ -180,9 +231,33 @@ _SCHEMA = [
        BEGIN SELECT RAISE(ABORT, 'the review trail is append-only'); END""",
     "CREATE TABLE IF NOT EXISTS review_trail_schema (version INTEGER NOT NULL)",
 ]
+
+
+def tombstone_only(same: str) -> str:
+    """The one update the trail allows, as SQL over ``OLD`` and ``NEW``: a live event
+    becomes a tombstone, its reason and evidence cleared, every other column unchanged.
+    ``same`` is the dialect's null-safe equality (SQLite ``IS``, PostgreSQL ``IS NOT
+    DISTINCT FROM``)."""
+    columns = ("seq", "memory_id", "user_id", "at", "actor", "human", "action",
+               "before_status", "after_status", "before_domain", "after_domain",
+               "format_version")  # fmt: skip
+    unchanged = " AND ".join(f"NEW.{c} {same} OLD.{c}" for c in columns)
+    return ("OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL AND NEW.reason = ''"
+            f" AND NEW.evidence IS NULL AND {unchanged}")  # fmt: skip
+
+
+APPEND_ONLY = "the review trail is append-only (an erasure may only clear an event's content)"
+"""What the database answers any other change of a trail row."""
+_SCHEMA_V2 = [
+    "ALTER TABLE review_trail ADD COLUMN erased_at REAL",
+    "DROP TRIGGER IF EXISTS review_trail_no_update",
+    f"""CREATE TRIGGER review_trail_no_update BEFORE UPDATE ON review_trail
+       WHEN NOT ({tombstone_only("IS")})
+       BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY.replace("'", "''")}'); END""",
+]
 TRAIL_COLUMNS = (
     "seq, memory_id, user_id, at, actor, human, action, before_status, after_status,"
-    " before_domain, after_domain, reason, evidence, format_version"
+    " before_domain, after_domain, reason, evidence, format_version, erased_at"
 )
 """The stored columns, in the order of ``event_row`` (after ``seq``) and ``row_event``;
 the same in the PostgreSQL trail."""
@@ -192,8 +267,7 @@ def migrate_trail(conn: sqlite3.Connection, path: Path) -> int:
     """Create or bring the trail table to ``TRAIL_SCHEMA_VERSION``; returns the version found."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _SCHEMA:
-            conn.execute(statement)
+        conn.execute("CREATE TABLE IF NOT EXISTS review_trail_schema (version INTEGER NOT NULL)")
         row = conn.execute("SELECT MAX(version) FROM review_trail_schema").fetchone()
         found = int(row[0] or 0)
         if found > TRAIL_SCHEMA_VERSION:
@@ -201,6 +275,12 @@ def migrate_trail(conn: sqlite3.Connection, path: Path) -> int:
                 f"review trail in {path} has layout version {found}, newer than this dmt-proxy "
                 f"understands ({TRAIL_SCHEMA_VERSION}): upgrade dmt-proxy"
             )
+        if found < 1:
+            for statement in _SCHEMA_V1:
+                conn.execute(statement)
+        if found < 2:
+            for statement in _SCHEMA_V2:
+                conn.execute(statement)
         if found < TRAIL_SCHEMA_VERSION:
             conn.execute("DELETE FROM review_trail_schema")
             conn.execute("INSERT INTO review_trail_schema VALUES (?)", (TRAIL_SCHEMA_VERSION,))
@@ -218,6 +298,7 @@ def event_row(event: TrailEvent) -> tuple[Any, ...]:
         event.action, event.before_status, event.after_status, event.before_domain,
         event.after_domain, event.reason,
         None if event.evidence is None else json.dumps(event.evidence), event.format_version,
+        None if event.erased_at is None else event.erased_at.timestamp(),
     )  # fmt: skip
 
 
@@ -228,6 +309,7 @@ def row_event(row: tuple[Any, ...]) -> TrailEvent:
         actor=row[4], human=bool(row[5]), action=row[6], before_status=row[7],
         after_status=row[8], before_domain=row[9], after_domain=row[10], reason=row[11],
         evidence=None if row[12] is None else json.loads(row[12]), format_version=row[13],
+        erased_at=None if row[14] is None else datetime.fromtimestamp(row[14], UTC),
     )  # fmt: skip
 
 
@@ -243,7 +325,7 @@ class SqliteTrail(SqliteStorage):
     def _append(self, row: tuple[Any, ...]) -> int:
         cur = self._db.execute(
             f"INSERT INTO review_trail ({TRAIL_COLUMNS.removeprefix('seq, ')})"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             row,
         )
         return int(cur.lastrowid or 0)
@@ -284,6 +366,24 @@ class SqliteTrail(SqliteStorage):
     async def held(self, memory_id: str) -> bool:
         """Whether a human verdict holds ``memory_id``."""
         return is_held(await self.history(memory_id))
+
+    async def of_user(self, user: str) -> list[TrailEvent]:
+        """Every event of ``user``, oldest first."""
+        result: list[TrailEvent] = await self._run(self._select, "user_id = ?", (user,))
+        return result
+
+    def _erase_user(self, user: str, at: float) -> int:
+        cur = self._db.execute(
+            "UPDATE review_trail SET reason = '', evidence = NULL, erased_at = ?"
+            " WHERE user_id = ? AND erased_at IS NULL",
+            (at, user),
+        )
+        return int(cur.rowcount)
+
+    async def erase_user(self, user: str, at: datetime) -> int:
+        """Turn every live event of ``user`` into a tombstone (after the commit)."""
+        count: int = await self._run(self._erase_user, user, at.timestamp())
+        return count
 
 
 def machine_event(

@@ -15,6 +15,12 @@ at most the step it was in:
    A tagged memory's rationale is written afterwards by a deferred job with its
    own budget (``memory.write.rationale``): it never delays a status.
 
+A row that is gone when the worker comes to mark it stored or to save its verdict was
+cancelled meanwhile (its memory deleted, its user erased): the worker deletes what it
+stored of it and stops there, so no record and no trail event of it lands after the
+deletion. An erasure in this process also stops the user's rows in progress at once
+(``abandon``) before it deletes what they stored.
+
 Backend failures retry forever with capped exponential backoff: an acknowledged
 write is never given up. A verdict whose save fails because the outbox database is
 unreachable is kept by the worker and saved when the database answers again (the
@@ -94,6 +100,8 @@ class OutboxWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._in_flight: set[str] = set()
+        self._users: dict[str, tuple[str, asyncio.Task[None]]] = {}
+        """Row id -> (user, task) of the rows in progress: what ``abandon`` stops."""
         self._running: set[asyncio.Task[None]] = set()
         """The rows being processed: ``stop`` cancels them before the outbox is closed."""
         self.rationales: DeferredRationales | None = None
@@ -157,6 +165,7 @@ class OutboxWorker:
                 await sem.acquire()
                 self._in_flight.add(item.id)
                 task = asyncio.create_task(self._guarded(item, sem))
+                self._users[item.id] = (item.exchange.scope.user, task)
                 running.add(task)
                 task.add_done_callback(running.discard)
             if not items:
@@ -187,7 +196,19 @@ class OutboxWorker:
                 )
         finally:
             self._in_flight.discard(item.id)
+            self._users.pop(item.id, None)
             sem.release()
+
+    async def abandon(self, user: str) -> int:
+        """Stop the rows of ``user`` in progress here and wait until they have stopped (an
+        erasure, after it cancelled their rows: nothing of them may be stored later); how
+        many. A blocking store call already running in a thread finishes first: the
+        backend's own lock orders it before the erasure's."""
+        tasks = [task for owner, task in self._users.values() if owner == user]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
 
     async def refresh_gauges(self) -> None:
         depth, oldest = await self.outbox.stats()
@@ -208,7 +229,9 @@ class OutboxWorker:
                 await self._reschedule(item, "backend write", exc)
                 return
             self.metrics.memory_writes.labels(self.backend_name, "stored").inc()
-            await self.outbox.mark_stored(item.id)
+            if await self.outbox.mark_stored(item.id) is False:
+                await self._cancelled(item, scope)
+                return
         if not mode.audits_writes or self.auditor is None:
             await self.outbox.done(item.id)
             return
@@ -219,8 +242,15 @@ class OutboxWorker:
             verdict = await self._audit(item)
             if verdict is None:
                 return  # rescheduled
-            await self._keep_verdict(item, verdict)
+            if not await self._keep_verdict(item, verdict):
+                await self._cancelled(item, scope)
+                return
         await self._apply(item, scope, verdict)
+
+    async def _cancelled(self, item: OutboxItem, scope: Scope) -> None:
+        """The row was cancelled while it was in progress: undo what was stored of it."""
+        log.info("outbox row %s was cancelled while in progress; its record is removed", item.id)
+        await self.backend.delete(scope, item.id)
 
     async def _reschedule(self, item: OutboxItem, what: str, exc: Exception) -> None:
         """Schedule another try after ``what`` failed with ``exc``; one log line says why."""
@@ -235,13 +265,14 @@ class OutboxWorker:
             return
         log.warning("%s of %s failed, will retry: %s", what, item.id, describe(exc))
 
-    async def _keep_verdict(self, item: OutboxItem, verdict: AuditVerdict) -> None:
+    async def _keep_verdict(self, item: OutboxItem, verdict: AuditVerdict) -> bool:
         """Save ``verdict`` on the row; while the outbox database is unreachable, hold it
-        here and try again, so the memory is never audited twice by this live worker."""
+        here and try again, so the memory is never audited twice by this live worker.
+        False when the row is gone (cancelled while it was audited)."""
         failures = 0
         while True:
             try:
-                await self.outbox.save_verdict(item.id, verdict.model_dump(mode="json"))
+                saved = await self.outbox.save_verdict(item.id, verdict.model_dump(mode="json"))
             except Exception as exc:
                 if not is_outage(exc):
                     raise
@@ -253,7 +284,7 @@ class OutboxWorker:
                 continue
             if failures:
                 log.info("verdict on %s saved after %d failed tries", item.id, failures)
-            return
+            return saved is not False  # an outbox that reports nothing: the row is there
 
     async def _audit(self, item: OutboxItem) -> AuditVerdict | None:
         # The reply travels with the candidate: the trained judge scores the assistant's words
