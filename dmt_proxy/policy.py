@@ -66,12 +66,12 @@ class AuditPolicy(BaseModel):
     installed one; checked against the registry when the auditor is built (start-up)."""
     auditor_model: str = "local/qwen2.5-1.5b"
     auditor_prompt: str = "auditor_v3"
-    calibration: str = Field(default="calibration_v3", min_length=1)
+    calibration: str = Field(default="calibration_v5", min_length=1)
     """The auditor's calibration: a shipped version, or a ``.json`` file written by
     ``dmt-proxy calibrate --from-reviews`` (a refit is used only once a policy names it)."""
     ssp_prompt: str = "ssp_v1"
     dmt_prompt: str = "dmt_render_v1"
-    first_stage: str = "embedding"
+    first_stage: str = "judge_v2"
     """``judge_v2`` (the trained multilingual judge, ``dmt_proxy.audit.trained_judge``:
     decides confident cases alone in every language, the LLM judges its uncertain band, each
     speaker's words are judged apart), ``embedding`` (the MiniLM classifier judges every

@@ -3,7 +3,7 @@
 What runs: the proxy's own write path in process: a durable ``SqliteOutbox`` on disk, the
 ``OutboxWorker`` (concurrency 2, as the proxy runs it), the in-memory backend, and the
 audit pipeline ``build_audit_pipeline`` builds from the shipped default policy
-(``policies/default.yaml``: normalisation, the embedding first stage, the log-prob LLM
+(``policies/default.yaml``: normalisation, the first judge (judge v2), the log-prob LLM
 auditor on ``local/qwen2.5-1.5b``), its tags grounded where verdicts are stored. The
 model is served by a llama-server this script starts (``--metrics``) and stops.
 
@@ -12,7 +12,7 @@ The mix (``benchmarks/audit_mix/chat_mix_v1.jsonl``): 150 messages, 80 % ordinar
 (a backlog) and the worker drains them:
 
 * sustained audits/s = N / (first enqueue until the outbox is empty);
-* share decided by the first stage alone (no LLM call);
+* share decided by the first judge alone (no LLM call);
 * the machine's limit, measured in the same run: prefill tokens/s of this llama-server
   (``PROBES`` sequential requests on fresh prompts, before the burst, read from the
   server's own ``timings``) and decode tokens/s; the tokens the server actually
@@ -54,7 +54,7 @@ from _results import write_result  # noqa: E402
 from audit_throughput import TimingAuditor  # noqa: E402
 
 from dmt_bench.stats import percentile  # noqa: E402
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL  # noqa: E402
+from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, TRAINED_JUDGE_LABEL, AuditCandidate  # noqa: E402
 from dmt_proxy.audit.stages import build_audit_pipeline  # noqa: E402
 from dmt_proxy.exchange import Exchange  # noqa: E402
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend  # noqa: E402
@@ -121,6 +121,8 @@ async def run_mix(settings: Settings, items: list[dict[str, Any]], args: argpars
     pipeline = build_audit_pipeline(policy, registry, chat, metrics=metrics)
     if pipeline.first_stage is not None:  # load time is not audit time
         pipeline.first_stage.score_many(["warm up the embedding model"])
+    if pipeline.judge is not None:
+        pipeline.judge.score_sync(AuditCandidate(text="warm up the judge's encoder"))
     timing = TimingAuditor(pipeline)
     with tempfile.TemporaryDirectory() as tmp:
         outbox = SqliteOutbox(Path(tmp) / "outbox.sqlite3")
@@ -149,13 +151,17 @@ async def run_mix(settings: Settings, items: list[dict[str, Any]], args: argpars
             "enqueued": enqueued, "ids": ids, "wall": wall, "drained": drained}  # fmt: skip
 
 
+ALONE = (FIRST_STAGE_LABEL, TRAINED_JUDGE_LABEL)
+"""The verdict labels of a memory the first judge decided without the LLM (MiniLM, judge v2)."""
+
+
 def summarise(items: list[dict[str, Any]], run: dict[str, Any], speeds: dict[str, Any],
               before: dict[str, float], after: dict[str, float], load_start: float,
               args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
     timing: TimingAuditor = run["timing"]
     verdicts = timing.verdicts
     by_id = {i["id"]: i for i in items}
-    llm = [k for k, v in verdicts.items() if v.auditor != FIRST_STAGE_LABEL]
+    llm = [k for k, v in verdicts.items() if v.auditor not in ALONE]
     done, wall = len(verdicts), run["wall"]
 
     def delta(name: str) -> float:
@@ -183,7 +189,7 @@ def summarise(items: list[dict[str, Any]], run: dict[str, Any], speeds: dict[str
     for memory_id, verdict in verdicts.items():
         kind = by_id[run["ids"][memory_id]]["kind"]
         kinds[kind] += 1
-        if verdict.auditor == FIRST_STAGE_LABEL:
+        if verdict.auditor in ALONE:
             first_alone[kind] += 1
     tags = [r.tag for r in records.values() if r.tag is not None and r.tag.bias_type is not None]
     # What the judge said for each tagged memory, so grounding can be replayed offline.

@@ -46,12 +46,13 @@ def default_auditor_prompt() -> str:
     return load_policy().audit.auditor_prompt
 
 
-FirstStage = Literal["off", "embedding"]
+FirstStage = Literal["off", "embedding", "judge_v2"]
 
 
 def default_first_stage() -> FirstStage:
     """The first judge of the proxy's default policy (``policies/default.yaml``)."""
-    return "embedding" if load_policy().audit.first_stage == "embedding" else "off"
+    first = load_policy().audit.first_stage
+    return first if first in ("embedding", "judge_v2") else "off"  # type: ignore[return-value]
 
 
 class AuditConfig(BaseModel):
@@ -65,7 +66,8 @@ class AuditConfig(BaseModel):
     config is read so the run records (and its digest covers) the prompt it used."""
     timeout_s: float = Field(default=600.0, gt=0)
     first_stage: FirstStage = Field(default_factory=default_first_stage)
-    """The first judge before the LLM (``embedding``: the two judges' pipeline). Default:
+    """The judge before the LLM (``judge_v2``: the trained judge; ``embedding``: the MiniLM
+    first stage; ``off``: the LLM alone). Default:
     the proxy's own default, resolved when the config is read, like ``prompt``."""
 
 

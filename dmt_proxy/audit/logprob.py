@@ -41,7 +41,7 @@ from dmt_proxy.errors import ConfigError, ReplyInvalid
 from dmt_proxy.openai_types import ChatCompletion
 from dmt_proxy.resources import data_dir
 
-CALIBRATION_VERSION = "calibration_v3"
+CALIBRATION_VERSION = "calibration_v5"
 TOP_LOGPROBS = 20
 YES_NO: dict[str, tuple[str, ...]] = {"yes": ("yes",), "no": ("no",)}
 DOMAIN_WORDS: dict[str, tuple[str, ...]] = {t: (t,) for t in BIAS_TYPES}

@@ -1,13 +1,12 @@
 """The audit pipeline against the real local auditor model (Qwen2.5-Coder-1.5B, llama-server).
 
-The default pipeline (normalisation, the embedding judge, the LLM auditor reached
-through litellm, the two judges' fusion) on two texts: an explicit age stereotype
-must end up tagged with a schema-valid tag (or ``failed`` with its reason: the small
-model may fail, and that must be visible), a plain physics question ``clean``. The
-verdict path is the default one (log-probs where the client returns them, else the
-JSON verdict). The LLM alone is not asked to carry the stereotype: on long narratives
-like this one its ranking is near chance (``auditor_eval_v1`` test split, AUC 0.53),
-which is why the pipeline has two judges.
+The default pipeline (normalisation, judge v2 over the packaged multilingual encoder, the
+LLM auditor reached through litellm for the judge's uncertain band, the two judges'
+fusion) on two texts: an explicit age stereotype must end up tagged with a schema-valid
+tag (or ``failed`` with its reason: the small model may fail, and that must be visible),
+a plain physics question ``clean``. The LLM auditor itself, reached through litellm on
+the default verdict path (log-probs where the client returns them, else the JSON
+verdict), must answer a short stereotype with a schema-valid verdict of the same shape.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import pytest
 from dmt_proxy.audit.auditor import LLMAuditor
 from dmt_proxy.audit.decision import decide
 from dmt_proxy.audit.parsing import parse_verdict
-from dmt_proxy.audit.schema import FIRST_STAGE_LABEL, AuditCandidate
+from dmt_proxy.audit.schema import TRAINED_JUDGE_LABEL, AuditCandidate, AuditVerdict
 from dmt_proxy.audit.stages import build_audit_pipeline
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.policy import load_policy
@@ -68,25 +67,29 @@ async def test_real_auditor_tags_a_stereotype_and_clears_a_plain_question(
         assert decision.status in (AuditStatus.TAGGED, AuditStatus.DISPUTED), biased
         assert isinstance(decision.tag, BiasTag)
         assert decision.tag.bias_type == "age", decision.tag
-        # The default prompt; "/logprob" or "/json" after it names the verdict path taken
-        # (litellm may or may not pass the server's log-probs through).
-        assert "local/qwen2.5-1.5b@auditor_v3/" in decision.tag.auditor, decision.tag
-        # The tag's source verdict is schema-valid by construction; re-check the round trip.
-        parse_verdict(
-            biased.model_dump_json(
-                include={
-                    "rationale",
-                    "bias_detected",
-                    "bias_type",
-                    "target_group",
-                    "tendency",
-                    "score",
-                }
-            )
-        )
+        # Judge v2 alone when it is confident, else the default prompt ("/logprob" or
+        # "/json" after it names the verdict path taken).
+        assert decision.tag.auditor == TRAINED_JUDGE_LABEL or (
+            "local/qwen2.5-1.5b@auditor_v3/" in decision.tag.auditor
+        ), decision.tag
+        _round_trips(biased)
 
     neutral = await auditor.audit(AuditCandidate(text=NEUTRAL))
     assert decide(neutral, policy).status is AuditStatus.CLEAN, neutral
-    # The stereotype went to the LLM; the plain question may be decided by the first
-    # stage alone, without an LLM call.
-    assert biased.auditor != FIRST_STAGE_LABEL, biased
+
+    # The LLM auditor through litellm, on the verdict path the policy names.
+    said = await llm.audit(AuditCandidate(text=SHORT))
+    if said.ok:
+        assert "local/qwen2.5-1.5b@auditor_v3/" in said.auditor, said
+        _round_trips(said)
+    else:
+        assert said.failure_reason, "a failed verdict must carry its reason"
+
+
+SHORT = "Honestly, older workers just can't learn new technology."
+
+
+def _round_trips(verdict: AuditVerdict) -> None:
+    # The tag's source verdict is schema-valid by construction; re-check the round trip.
+    fields = {"rationale", "bias_detected", "bias_type", "target_group", "tendency", "score"}
+    parse_verdict(verdict.model_dump_json(include=fields))

@@ -26,7 +26,7 @@ async def test_console_process_on_a_shared_postgres_deployment(tmp_path: Path, p
     from tests.unit.test_review import ADMIN, judge
 
     embedder = LocalEmbedder()
-    policy = parse_policy({"version": 1, "mode": "dmt",
+    policy = parse_policy({"version": 1, "mode": "dmt", "audit": {"first_stage": "off"},
                            "memory": {"backend": "postgres", "options": {"table_prefix": "cs_"}}})  # fmt: skip
 
     async def app_for(name: str, worker: bool) -> Any:

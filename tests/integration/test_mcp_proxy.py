@@ -33,7 +33,8 @@ SNIPPET = ROOT / "docs" / "snippets" / "mcp_memory.py"
 def policy(tmp: Path, backend: str = "memory") -> Path:
     path = tmp / "policy.yaml"
     path.write_text(
-        f"version: 1\nmode: dmt\nmemory:\n  backend: {backend}\naudit:\n  auditor: scripted\n"
+        f"version: 1\nmode: dmt\nmemory:\n  backend: {backend}\n"
+        'audit:\n  auditor: scripted\n  first_stage: "off"\n'
     )
     return path
 
@@ -94,8 +95,7 @@ def test_acknowledged_mcp_writes_survive_kill_9(tmp_path: Path) -> None:
             queued = int(db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
         assert queued > 0, "nothing was queued at the kill; the test proves nothing"
         proxy = ProxyProcess(state_dir=tmp_path / "state", port=proxy.port).start(*args)
-        # A hang guard: the restarted proxy stores and audits what was queued at the kill
-        # (its first audit loads the first stage's embedding model).
+        # A hang guard: the restarted proxy stores and audits what was queued at the kill.
         deadline = time.monotonic() + budget(120)
         while True:
             listed = asyncio.run(_listed(mcp_url(proxy)))

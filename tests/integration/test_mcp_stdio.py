@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def server(tmp: Path) -> StdioServerParameters:
     policy = tmp / "policy.yaml"
     policy.write_text(
-        "version: 1\nmode: dmt\nmemory:\n  backend: memory\naudit:\n  auditor: scripted\n"
+        "version: 1\nmode: dmt\nmemory:\n  backend: memory\n"
+        'audit:\n  auditor: scripted\n  first_stage: "off"\n'
     )
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", ""),
            "DMT_STATE_DIR": str(tmp / "state"), "DMT_POLICY_FILE": str(policy)}  # fmt: skip
@@ -44,7 +45,7 @@ def payload(result: CallToolResult) -> Any:
 
 async def audited(client: Client) -> list[dict[str, Any]]:
     """The user's memories once none is pending (the subprocess's worker audits them)."""
-    # A hang guard: the first audit loads the first stage's embedding model.
+    # A hang guard: the subprocess's worker audits in the background.
     deadline = time.monotonic() + budget(60)
     while True:
         found: list[dict[str, Any]] = payload(await client.call_tool("get_memories", {}))["results"]

@@ -29,7 +29,7 @@ async def test_review_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
     )
     settings = Settings.from_env({}, state_dir=tmp_path / "state", admin_key="admin-key",
                                  database_url=pg_dsn)  # fmt: skip
-    policy = parse_policy({"version": 1, "mode": "dmt",
+    policy = parse_policy({"version": 1, "mode": "dmt", "audit": {"first_stage": "off"},
                            "memory": {"backend": "postgres", "options": {"table_prefix": "rv_"}}})  # fmt: skip
     app = create_app(settings, policy=policy, upstream=ScriptedChatModel(["noted"]),
                      memory_backend=backend, auditor=ScriptedAuditor(judge))  # fmt: skip

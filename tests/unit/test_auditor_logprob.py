@@ -96,7 +96,7 @@ def test_calibration_key_and_shipped_file() -> None:
     assert calibration_key("openai/qwen2.5-1.5b", "auditor_v3") == "qwen2.5-1.5b@auditor_v3"
     assert calibration_key("local/qwen2.5-1.5b", "auditor_v3") == "qwen2.5-1.5b@auditor_v3"
     shipped = load_calibration()
-    assert shipped.version == "calibration_v3" and shipped.method == "platt"
+    assert shipped.version == "calibration_v5" and shipped.method == "platt"
     for key, entry in shipped.entries.items():
         assert "@auditor_v" in key and entry.trained_on.endswith("train") and entry.n > 0
 

@@ -55,8 +55,10 @@ def make_app(
         tenants_file.write_text("\n".join(lines) + "\n")
     settings = Settings.from_env({}, state_dir=tmp / "state", tenants_file=tenants_file)
     policy = parse_policy(
-        {"version": 1, "mode": mode, "memory": {"backend": "memory", "top_k": 50}}
-    )
+        # The scripted auditor decides every write (the judge beside it is not under test).
+        {"version": 1, "mode": mode, "memory": {"backend": "memory", "top_k": 50},
+         "audit": {"first_stage": "off"}}
+    )  # fmt: skip
     auditor = ScriptedAuditor(
         lambda c: AuditVerdict.biased("gender", target_group="women", tendency="negative")
         if "women" in c.text.lower() else AuditVerdict.clean()

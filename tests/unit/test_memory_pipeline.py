@@ -66,8 +66,9 @@ class Env:
 
 
 def make_policy(**audit: Any) -> Any:
+    # The scripted auditor decides every write (the trained judge beside it is not under test).
     return parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory", "top_k": 5},
-                         "audit": {"tau": 0.5, **audit}})  # fmt: skip
+                         "audit": {"tau": 0.5, "first_stage": "off", **audit}})  # fmt: skip
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ async def test_export_and_calibrate_on_sqlite(tmp_path: Path) -> None:
     cal = load_calibration(str(written))
     assert cal.version == "calibration_reviews_test" and "qwen2.5-1.5b@auditor_v3" in cal.tau
     assert main(args) == 2  # never replaces a calibration file
-    assert load_calibration().version == "calibration_v3"  # the running one is untouched
+    assert load_calibration().version == "calibration_v5"  # the running one is untouched
     named = parse_policy({"version": 1, "audit": {"calibration": str(written)}})
     assert load_calibration(named.audit.calibration) == cal
 

@@ -128,8 +128,8 @@ def test_runs_audit_with_the_proxys_default_pipeline_unless_told() -> None:
     from dmt_proxy.policy import load_policy
 
     config = parse_config({})
-    assert config.audit.first_stage == load_policy().audit.first_stage == "embedding"
-    assert parse_policy(build_policy(config, "mem0")).audit.first_stage == "embedding"
+    assert config.audit.first_stage == load_policy().audit.first_stage == "judge_v2"
+    assert parse_policy(build_policy(config, "mem0")).audit.first_stage == "judge_v2"
     alone = parse_config({"audit": {"first_stage": "off"}})
     assert parse_policy(build_policy(alone, "mem0")).audit.first_stage == "off"
     assert alone.digest() != config.digest()
