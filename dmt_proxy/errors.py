@@ -13,7 +13,8 @@ because only that module raises it, and subclasses a class of this tree)::
     │   ├── Forbidden              403  permission_error  (api.routes_memory)
     │   ├── NotFound               404  not_found_error
     │   │   └── ModelNotFound      404  model_not_found
-    │   └── PayloadTooLarge        413  request_too_large
+    │   ├── PayloadTooLarge        413  request_too_large
+    │   └── TooManyRequests        429  rate_limit_error: a bound of the proxy's own
     ├── UpstreamError              a model upstream failed                   -> 502
     │   ├── UpstreamTimeout        504
     │   ├── UpstreamRejected       upstream answered 4xx; its status is kept
@@ -32,6 +33,8 @@ because only that module raises it, and subclasses a class of this tree)::
     │                              database is unreachable, so it is not called  (memory.circuit)
     ├── RecordConflict             + ValueError  a record id written again under another
     │                              user: a caller bug, not a store failure  (memory.base)
+    ├── AuditAPIError              the audit API answered an error, or no answer  (client)
+    │   └── AuditTimeout           an audit still pending when the client stopped waiting  (client)
     └── RunInterrupted             a benchmark run stopped before its end; resumable
         ├── RunStopped             the simulation's turns kept failing  (dmt_bench.sim.loop)
         └── DoseStopped            the dose run's decisions kept failing  (dmt_bench.dose.runner)
@@ -115,6 +118,13 @@ class PayloadTooLarge(RequestError):
 
     status_code = 413
     error_type = "invalid_request_error"
+
+
+class TooManyRequests(RequestError):
+    """The proxy is at a bound of its own (audits in progress); retry later (429)."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
 
 
 class UpstreamError(DmtError):

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.modes import Mode
+from dmt_proxy.provenance import CHAT_ORIGIN, Origin
 from dmt_proxy.turns import MemoryAccess, Retrieval, RetrievalOutcome
 
 
@@ -48,6 +49,9 @@ class RequestContext:
     memory: MemoryAccess
     scope: Scope | None
     """The memory scope, built once by the API layer (``None``: the request names no user)."""
+    origin: Origin = CHAT_ORIGIN
+    """Where the request came from (its route's channel, tenant, key, model), built once by
+    the API layer; the exchange it writes carries it to the memory's provenance."""
     started: float = field(default_factory=time.perf_counter)
     upstream_seconds: float = 0.0
     outcome: MemoryOutcome = field(default_factory=MemoryOutcome)
@@ -71,6 +75,11 @@ class Exchange:
     answer: str
     request_id: str
     mode: Mode
+    origin: Origin | None = CHAT_ORIGIN
+    """Where it came from (``dmt_proxy.provenance``). The default, a chat write with no
+    tenant, key or model known, is what a caller that names none gets. ``None`` only for a
+    write the outbox acknowledged before origins were recorded: its origin is unknown, and
+    the memory it becomes has no provenance."""
 
 
 class MemoryService(Protocol):

@@ -36,6 +36,10 @@ _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0
 REVIEW_ACTIONS = ("confirm", "clear", "change_domain", "quarantine", "release", "reaudit", "delete")
 """The ``action`` label of ``dmt_reviews_total``: ``dmt_proxy.memory.review.ReviewAction``."""
 
+API_AUDIT_OUTCOMES = ("clean", "tagged", "disputed", "failed", "unavailable")
+"""The ``outcome`` label of ``dmt_api_audits_total``: the write path's decision outcome
+(``AuditDecision.outcome``), or ``unavailable`` when the auditor could not be reached."""
+
 
 class Metrics:
     """The metrics catalogue (documented in the README, section "Metrics")."""
@@ -131,6 +135,11 @@ class Metrics:
             "dmt_first_stage", "First-stage detector decisions (pass = sent to the LLM auditor, skip).",
             ["decision"], registry=r,
         )  # fmt: skip
+        self.api_audits = Counter(
+            "dmt_api_audits", "Texts judged through the audit API (POST /v1/audits), by outcome "
+            "(clean, tagged, disputed, failed, unavailable); never counted in dmt_audits.",
+            ["outcome"], registry=r,
+        )  # fmt: skip
         self.reviews = Counter(
             "dmt_reviews", "Human verdicts on memories, by action and by what they did to the "
             "auditor's verdict (direction: upheld, untagged, tagged, domain, none).",
@@ -141,6 +150,8 @@ class Metrics:
         # already at 1 shows no increase() to Prometheus, so the first tag would be missed.
         for outcome in ("clean", "tagged", "disputed", "failed", "skipped"):
             self.audits.labels(outcome)
+        for outcome in API_AUDIT_OUTCOMES:
+            self.api_audits.labels(outcome)
         for bias_type in BIAS_TYPES:
             for action in ("tag", "quarantine", "drop"):
                 self.tags.labels(bias_type, action)

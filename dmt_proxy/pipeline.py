@@ -146,6 +146,7 @@ class ChatPipeline:
                 answer=answer,
                 request_id=ctx.request_id,
                 mode=ctx.mode,
+                origin=ctx.origin,
             )
         )
         ctx.outcome = replace(ctx.outcome, write=WriteStatus.QUEUED)

@@ -6,6 +6,7 @@ fails at start-up with the offending path), then parsed into typed models.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from enum import Enum
 from pathlib import Path
@@ -53,6 +54,10 @@ class MemoryPolicy(BaseModel):
     memory to every request)."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Backend-specific options (validated by the backend, e.g. letta's ``core_size``)."""
+    show_source: bool = True
+    """Show each retrieved memory's provenance to the agent, as a short ``source`` field of
+    its block entry (``dmt_proxy.memory.render``). The research harness turns it off, so the
+    blocks its runs show stay those of its committed results."""
 
 
 class AuditPolicy(BaseModel):
@@ -117,6 +122,21 @@ class Policy(BaseModel):
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
     source: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """12 hex digits of the SHA-256 of the parsed policy's canonical JSON (every field,
+        defaults included, keys sorted; not ``source``, where it was read from): two files
+        that parse to the same policy share it, and any change of a value changes it."""
+        canonical = json.dumps(self.model_dump(mode="json", exclude={"source"}),
+                               sort_keys=True, separators=(",", ":"))  # fmt: skip
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """``<name>@<fingerprint>``: what a memory's audit stamp names as its policy
+        (``dmt_proxy.provenance.AuditStamp``). Computed on each call: read it once."""
+        return f"{self.name}@{self.fingerprint}"
 
 
 def policy_schema() -> dict[str, Any]:

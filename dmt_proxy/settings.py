@@ -60,6 +60,11 @@ class Settings(BaseModel):
     outbox_lease_s: float = Field(default=30.0, gt=0, le=3600)
     """How soon a PostgreSQL outbox row held by a worker that died is claimed again (a live
     worker renews its leases every third of this)."""
+    memory_nonce_key: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+    """Key (64 hex digits) of the memory block's nonce HMAC. Unset (the default, and what a
+    deployment should keep): a random key per process. ``dmt-bench`` sets one derived from
+    a run's config so the same memories render as the same bytes in every sitting of a
+    run; anyone who knows the key can compute a block's nonce."""
     worker: bool = True
     """Run the outbox worker inside ``serve``; off (``DMT_WORKER=off``, ``--no-worker``)
     when separate ``dmt-proxy worker`` processes drain a PostgreSQL outbox."""

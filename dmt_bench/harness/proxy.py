@@ -79,7 +79,9 @@ def run_policy(
         "name": name,
         "mode": "off",
         "default_model": request_model(models.agent, AGENT_ALIAS),
-        "memory": memory,
+        # The blocks an agent sees stay those of the committed runs: no provenance `source`
+        # (a seeded memory would read "added by an operator"), unless a run asks for it.
+        "memory": {"show_source": False, **memory},
         "audit": {
             "tau": audit.tau,
             "auditor_model": request_model(models.auditor, AUDITOR_ALIAS),
@@ -207,6 +209,10 @@ class ProxySpec:
     policy: dict[str, Any]
     request_timeout_s: float
     start_timeout_s: float
+    nonce_key: str | None = None
+    """The memory-block nonce key (hex, ``DMT_MEMORY_NONCE_KEY``), derived from the run's
+    config (``sitting.nonce_key``) so the same memories render as the same bytes in every
+    sitting and rerun; ``None``: the proxy's random per-process key."""
 
 
 class ManagedProxy:
@@ -244,6 +250,8 @@ class ManagedProxy:
             "DMT_ADMIN_KEY": key,
             "DMT_UPSTREAM_TIMEOUT_S": str(self.spec.request_timeout_s),
         }
+        if self.spec.nonce_key is not None:
+            env["DMT_MEMORY_NONCE_KEY"] = self.spec.nonce_key
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [

@@ -14,12 +14,14 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dmt_proxy import __version__
+from dmt_proxy.api.audits import AuditJobs
 from dmt_proxy.api.auth import Tenants
 from dmt_proxy.api.errors import install_error_handlers
 from dmt_proxy.api.mcp import install_mcp, mcp_lifespan
 from dmt_proxy.api.middleware import RequestMiddleware
 from dmt_proxy.api.openapi import install_openapi
 from dmt_proxy.api.routes import HEALTHZ, METRICS, ROUTES
+from dmt_proxy.api.routes_audits import router as audits_router
 from dmt_proxy.api.routes_chat import router as chat_router
 from dmt_proxy.api.routes_console import router as console_router
 from dmt_proxy.api.routes_embeddings import router as embeddings_router
@@ -81,6 +83,11 @@ def create_app(
                                                 backend=memory_backend, auditor=auditor)  # fmt: skip
             memory.start()
         app.state.memory = memory
+        # The audit API judges with the very pipeline the worker judges memory writes with
+        # (the assembly hands the review service that same object), not a second one.
+        review = memory.review if memory is not None else None
+        app.state.audits = AuditJobs(review.auditor if review is not None else None, policy,
+                                     metrics)  # fmt: skip
         app.state.pipeline = ChatPipeline(
             upstream=chat_model,
             registry=registry,
@@ -99,6 +106,7 @@ def create_app(
             lag.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await lag
+            await app.state.audits.aclose()  # before the pipeline's models are closed
             if memory is not None:
                 await memory.aclose()
             await app.state.embeddings.aclose()
@@ -111,6 +119,7 @@ def create_app(
     app.include_router(responses_router)
     app.include_router(messages_router)
     app.include_router(embeddings_router)
+    app.include_router(audits_router)
     app.include_router(memory_router)
     app.include_router(review_router)
     app.include_router(console_router)

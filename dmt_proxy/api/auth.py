@@ -17,6 +17,10 @@ Without a file the proxy is single-tenant and open (bind it to localhost).
 A tenant entry with ``review: true`` lets that tenant's key open the review console
 and API (``dmt_proxy.api.routes_review``) for its own users only; the admin key
 (``DMT_ADMIN_KEY``) reviews every tenant.
+
+Which key a request used is known too (``Credential.key_id``: the first 16 hex digits of
+its SHA-256, the start of its entry's ``key_sha256``), so a memory's provenance can name it
+(``dmt_proxy.provenance``) without ever holding the key.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import yaml
 from fastapi import Request
 
 from dmt_proxy.errors import ConfigError, Unauthorized
+from dmt_proxy.provenance import KEY_ID_HEX
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -39,6 +44,15 @@ _HEX = re.compile(r"^[0-9a-f]{64}$")
 def hash_key(key: str) -> str:
     """The SHA-256 hex digest stored for an API key."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Credential:
+    """Who a request authenticated as."""
+
+    tenant: str
+    key_id: str
+    """The first ``KEY_ID_HEX`` hex digits of the key's SHA-256: which key, never the key."""
 
 
 @dataclass(frozen=True)
@@ -98,16 +112,20 @@ class Tenants:
 
     def authenticate(self, request: Request) -> str:
         """The tenant of ``request``, or ``Unauthorized``."""
+        return self.credential(request).tenant
+
+    def credential(self, request: Request) -> Credential:
+        """The tenant of ``request`` and which of its keys it sent, or ``Unauthorized``."""
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             key = request.headers.get("x-api-key", "")  # the Anthropic SDK's header
         supplied = hash_key(key.strip()) if key.strip() else ""
-        found = ""
+        found: Credential | None = None
         # Compare against every entry so the time taken does not depend on which matched.
         for digest, name in self.by_hash.items():
             if hmac.compare_digest(supplied.encode(), digest.encode()):
-                found = name
-        if not found:
+                found = Credential(tenant=name, key_id=digest[:KEY_ID_HEX])
+        if found is None:
             raise Unauthorized(
                 "Missing or unknown API key (Authorization: Bearer <key>, or x-api-key: <key>)."
             )

@@ -24,24 +24,30 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from dmt_proxy.api.admission import authenticate
+from dmt_proxy.api.admission import credential
+from dmt_proxy.api.auth import Credential
 from dmt_proxy.api.errors import request_error_response
 from dmt_proxy.api.routes import MCP
 from dmt_proxy.errors import NotFound, RequestError
 from dmt_proxy.mcp_server.server import build_mcp_server
 from dmt_proxy.mcp_server.tools import Caller, MemoryTools
 
-_TENANT = "dmt_mcp_tenant"
-"""Where the authenticated tenant travels with the request (``scope["state"]``)."""
+_CREDENTIAL = "dmt_mcp_credential"
+"""Where the authenticated tenant and key travel with the request (``scope["state"]``)."""
 
 
 def identify_http(ctx: Context) -> Caller:
-    """The caller of a tool over HTTP: the tenant authenticated here, ``X-DMT-User``."""
+    """The caller of a tool over HTTP: the tenant and key authenticated here, ``X-DMT-User``,
+    and the request's id (stamped by the middleware)."""
     request = ctx.request_context.request
     if not isinstance(request, Request):  # only this module serves the server over HTTP
         raise RuntimeError("the MCP endpoint serves HTTP requests only")
     header = request.headers.get("x-dmt-user", "").strip()
-    return Caller(tenant=request.scope["state"].get(_TENANT), pinned_user=header or None)
+    state = request.scope["state"]
+    found: Credential | None = state.get(_CREDENTIAL)
+    return Caller(tenant=found.tenant if found else None, pinned_user=header or None,
+                  key_id=found.key_id if found else None,
+                  request_id=state.get("request_id"))  # fmt: skip
 
 
 class _Endpoint:
@@ -55,14 +61,14 @@ class _Endpoint:
 async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
     request = Request(scope, receive)
     try:
-        tenant = authenticate(request)
+        found = credential(request)
         transport: StreamableHTTPASGIApp | None = request.app.state.mcp
         if transport is None:
             raise NotFound("Memory is disabled in this proxy's policy.")
     except RequestError as exc:
         await request_error_response(exc, request)(scope, receive, send)
         return
-    scope.setdefault("state", {})[_TENANT] = tenant
+    scope.setdefault("state", {})[_CREDENTIAL] = found
     await transport(scope, receive, send)
 
 

@@ -10,7 +10,8 @@ a key first) hide the request model from FastAPI; ``install_openapi`` adds each
 declared ``body``, and the ``X-DMT-*`` headers of the pipeline routes. The chat
 replies are documented by the models the chat route returns
 (``openai_types.ChatCompletion``), a memory and the outbox status by the memory side's
-own types (``memory.entry.MemoryEntry``, ``memory.service.OutboxStats``); the other
+own types (``memory.entry.MemoryEntry``, ``memory.service.OutboxStats``), the audit API
+by its wire types (``audit_types``, which its SDK client reads too); the other
 response models here describe JSON their routes build themselves.
 """
 

@@ -18,6 +18,7 @@ from dmt_proxy.api.openapi import (
     CHAT_EVENT,
     MESSAGE_EVENT,
     RESPONSE_EVENT,
+    ErrorResponse,
     Health,
     MemoryCreate,
     MemoryDeleted,
@@ -29,6 +30,7 @@ from dmt_proxy.api.openapi import (
     error_responses,
 )
 from dmt_proxy.api.routing import ANY_METHOD, Access, Responses, Route
+from dmt_proxy.audit_types import AuditRequest, AuditResult
 from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.erasure import UserExport
 from dmt_proxy.memory.review import MemoryDetail, Overview, ReviewOutcome, ReviewRequest, UserView
@@ -95,6 +97,37 @@ LEGACY_COMPLETIONS = Route("POST", "/v1/completions", Access.TENANT, documented=
 """Refused with the list of model APIs (``dmt_proxy.api.routes_embeddings``)."""
 MCP = Route(ANY_METHOD, "/mcp", Access.TENANT, documented=False)
 
+# The audit API (``dmt_proxy.api.routes_audits``), behind a tenant's key: it judges a text
+# as a memory write would be judged and stores nothing.
+_AUDIT_ERRORS: Responses = {
+    **error_responses(400, 401, 413),
+    404: {"model": ErrorResponse, "description": "The audit API is off: the policy turns "
+          "memory off, so the proxy builds no audit pipeline (code audit_api_disabled)."},
+    429: {"model": ErrorResponse, "description": "Too many audits are in progress in this "
+          "proxy (code too_many_audits): retry later."},
+    502: {"model": ErrorResponse, "description": "The auditor model refused the request "
+          "(type auditor_unavailable)."},
+    503: {"model": ErrorResponse, "description": "The auditor model could not be reached or "
+          "did not answer in time (type auditor_unavailable): retry later."},
+}  # fmt: skip
+CREATE_AUDIT = Route(
+    "POST", "/v1/audits", Access.TENANT, metrics_label="/v1/audits",
+    responses={200: {"model": AuditResult, "description": "The audit, completed: its outcome "
+                     "is what the memory write path would make of the text."},
+               202: {"model": AuditResult, "description": "The audit, still pending after "
+                     "'wait' seconds: poll GET /v1/audits/{audit_id} (the Location header)."},
+               **_AUDIT_ERRORS},
+    body=AuditRequest,
+)  # fmt: skip
+GET_AUDIT = Route(
+    "GET", "/v1/audits/{audit_id}", Access.TENANT, metrics_label="/v1/audits",
+    responses={200: {"model": AuditResult, "description": "The audit: pending, completed or "
+                     "failed (with its error)."},
+               **error_responses(401),
+               404: {"model": ErrorResponse, "description": "No such audit for this key: "
+                     "unknown, another tenant's, expired, or accepted by another process."}},
+)  # fmt: skip
+
 # The memory admin API (``dmt_proxy.api.routes_memory``).
 LIST_MEMORIES = Route("GET", "/v1/memories", Access.ADMIN, metrics_label="/v1/memories",
                       responses=_keyed(MemoryList, 400))  # fmt: skip
@@ -143,6 +176,7 @@ METRICS = Route(
 
 ROUTES: tuple[Route, ...] = (
     CHAT, RESPONSES, MESSAGES, COUNT_TOKENS, EMBEDDINGS, MODELS, LEGACY_COMPLETIONS, MCP,
+    CREATE_AUDIT, GET_AUDIT,
     LIST_MEMORIES, CREATE_MEMORY, GET_MEMORY, DELETE_MEMORY, DELETE_USER_MEMORIES, OUTBOX,
     EXPORT_USER,
     REVIEW_QUEUE, REVIEW_OVERVIEW, REVIEW_USER, MEMORY_EVIDENCE, REVIEW_MEMORY,

@@ -18,6 +18,7 @@ from dmt_proxy.errors import InvalidRequest, RequestError, UpstreamError
 from dmt_proxy.exchange import MemoryOutcome
 from dmt_proxy.openai_types import UNSUPPORTED_PARAMS, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.pipeline import ChatPipeline
+from dmt_proxy.provenance import Channel
 
 router = APIRouter()
 
@@ -62,9 +63,14 @@ def _user(req: ChatCompletionRequest) -> str | None:
     return req.user
 
 
+def _model(req: ChatCompletionRequest) -> str | None:
+    return req.model
+
+
 @serve(router, CHAT)
 async def chat_completions(request: Request) -> Response:
-    admitted = await admit(request, parse_chat_request, user=_user)
+    admitted = await admit(request, parse_chat_request, channel=Channel.CHAT, user=_user,
+                           model=_model)  # fmt: skip
     req, ctx = admitted.body, admitted.ctx
     pipeline: ChatPipeline = request.app.state.pipeline
     if not req.stream:

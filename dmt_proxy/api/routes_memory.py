@@ -29,8 +29,12 @@ from dmt_proxy.api.routing import serve
 from dmt_proxy.errors import NotFound, RequestError, Unauthorized
 from dmt_proxy.memory.base import Scope
 from dmt_proxy.memory.service import DurableMemoryService
+from dmt_proxy.provenance import Channel, Origin
 
 router = APIRouter()
+
+ADMIN_ORIGIN = Origin(channel=Channel.ADMIN)
+"""Every admin write's origin: the admin key is no tenant's, and the body names no model."""
 
 
 class Forbidden(RequestError):
@@ -91,7 +95,10 @@ async def create_memory(request: Request, memory: Admin) -> JSONResponse:
     """
     body = await json_body(request, MemoryCreate)
     mode = body.mode or request.app.state.policy.mode
-    memory_id = await memory.write(_user(body.user), body.query, body.answer, mode)
+    # The operator wrote it (provenance channel admin), whatever words it holds.
+    memory_id = await memory.write(_user(body.user), body.query, body.answer, mode,
+                                   origin=ADMIN_ORIGIN,
+                                   request_id=request.state.request_id)  # fmt: skip
     entry = await memory.get(memory_id)
     if entry is None:  # stored and deleted again in between: say so, never invent a record
         raise NotFound(f"Memory '{memory_id}' was deleted before it could be shown.", param="id")

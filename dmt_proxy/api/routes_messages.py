@@ -35,6 +35,7 @@ from dmt_proxy.messages.protocol import MessageObject, MessagesRequest, check_fi
 from dmt_proxy.messages.stream import MessageEvents
 from dmt_proxy.messages.translate import message_of, message_shell, new_id, to_chat_request
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
+from dmt_proxy.provenance import Channel
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -48,6 +49,8 @@ COUNT_TOKENS_REFUSAL = (
 
 class MessagesTranslation:
     """The Messages API's side of a translated call (a ``Translation``)."""
+
+    channel = Channel.MESSAGES
 
     def parse(self, data: dict[str, Any]) -> MessagesRequest:
         """Validate a Messages body: a 400 naming the field or the block."""

@@ -20,6 +20,7 @@ from dmt_proxy.api.routes import RESPONSES
 from dmt_proxy.api.routing import serve
 from dmt_proxy.api.translated import answer_translated
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
+from dmt_proxy.provenance import Channel
 from dmt_proxy.responses.protocol import ResponseObject, ResponsesRequest, check_fields
 from dmt_proxy.responses.stream import ResponseEvents
 from dmt_proxy.responses.translate import new_id, response_of, response_shell, to_chat_request
@@ -29,6 +30,8 @@ router = APIRouter()
 
 class ResponsesTranslation:
     """The Responses API's side of a translated call (a ``Translation``)."""
+
+    channel = Channel.RESPONSES
 
     def parse(self, data: dict[str, Any]) -> ResponsesRequest:
         """Validate a Responses body: a 400 naming the field or the input item."""

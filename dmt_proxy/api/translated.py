@@ -26,6 +26,7 @@ from dmt_proxy.errors import RequestError, UpstreamError
 from dmt_proxy.exchange import MemoryOutcome
 from dmt_proxy.openai_types import ChatCompletion, ChatCompletionChunk, ChatCompletionRequest
 from dmt_proxy.pipeline import ChatPipeline
+from dmt_proxy.provenance import Channel
 
 
 class TranslatedRequest(Protocol):
@@ -66,6 +67,11 @@ class ChatEvents(Protocol):
 
 class Translation(Protocol[Req]):
     """What one translated API supplies; the rest of its call is shared."""
+
+    @property
+    def channel(self) -> Channel:
+        """The door its writes come through (their memories' provenance names it)."""
+        ...
 
     def parse(self, data: dict[str, Any]) -> Req:
         """The API's request in a JSON object: a 400 naming the field or item."""
@@ -132,8 +138,9 @@ class EventStream:
 
 async def answer_translated(request: Request, api: Translation[Req]) -> Response:
     """Admit ``request`` as ``api``'s, run its chat request, answer in ``api``'s format."""
-    admitted = await admit(request, lambda body: parse_call(api, body),
-                           user=lambda call: call.request.scope_user())  # fmt: skip
+    admitted = await admit(request, lambda body: parse_call(api, body), channel=api.channel,
+                           user=lambda call: call.request.scope_user(),
+                           model=lambda call: call.chat.model)  # fmt: skip
     req, ctx = admitted.body.request, admitted.ctx
     pipeline: ChatPipeline = request.app.state.pipeline
     reply_id = api.new_id()

@@ -19,6 +19,10 @@ are accepted and not used: a scope here is a user.
 Who: the user comes from the caller (``Caller``: the tenant of the API key and the
 ``X-DMT-User`` header, or ``dmt-proxy mcp --user-id``) and the ``user_id`` argument;
 a memory of another scope is "not found", never shown, changed or deleted.
+
+A memory a tool writes has provenance channel ``mcp``, written by the assistant (the agent
+calls the tool on the user's behalf), with the caller's tenant, key and request id; a
+result shows each memory's ``provenance`` beside mem0's fields.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dmt_proxy.memory.base import MAX_TEXT_CHARS, Scope
 from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.service import DurableMemoryService
 from dmt_proxy.policy import Mode
+from dmt_proxy.provenance import Channel, Origin
 from dmt_proxy.tags import AuditStatus
 
 MAX_LIMIT = 100
@@ -58,6 +63,15 @@ class Caller:
     """A user set by the transport (``X-DMT-User``): an argument may not name another."""
     default_user: str | None = None
     """The user when no argument names one (``dmt-proxy mcp --user-id``)."""
+    key_id: str | None = None
+    """Which tenant key the transport authenticated (``None``: single-tenant, or stdio)."""
+    request_id: str | None = None
+    """The id of the HTTP request carrying the call (``None``: stdio)."""
+
+    @property
+    def origin(self) -> Origin:
+        """Where a memory this caller writes comes from."""
+        return Origin(channel=Channel.MCP, tenant=self.tenant, key_id=self.key_id)
 
 
 @dataclass(frozen=True)
@@ -152,6 +166,9 @@ class MemoryTools:
         if self._mode.shows_tags:
             shown["audit_status"] = entry.audit_status.value
             shown["tag"] = None if entry.tag is None else entry.tag.model_dump(mode="json")
+        # In every mode, as the admin API shows it: where it came from is not a mitigation.
+        provenance = entry.provenance
+        shown["provenance"] = None if provenance is None else provenance.model_dump(mode="json")
         return shown
 
     def _found(self, entries: list[MemoryEntry], caller: Caller, **extra: Any) -> Found:
@@ -180,7 +197,9 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Queue ``text`` as a memory through the outbox; its id, ``pending``."""
         scope = self.scope(caller, user_id)
-        memory_id = await self._memory.write(scope, _text(text, "text"), "", self._mode)
+        memory_id = await self._memory.write(scope, _text(text, "text"), "", self._mode,
+                                             origin=caller.origin,
+                                             request_id=caller.request_id)  # fmt: skip
         return {"results": [{"id": memory_id, "memory": text, "event": "ADD",
                              "status": "pending"}]}  # fmt: skip
 
@@ -219,7 +238,10 @@ class MemoryTools:
         """Replace a memory's text through the outbox (audited again); its id, ``pending``."""
         entry = await self._own(caller, memory_id, user_id)
         scope = self.scope(caller, user_id)
-        if not await self._memory.rewrite(scope, entry.id, _text(text, "text"), self._mode):
+        rewritten = await self._memory.rewrite(scope, entry.id, _text(text, "text"), self._mode,
+                                               origin=caller.origin,
+                                               request_id=caller.request_id)  # fmt: skip
+        if not rewritten:
             raise ToolInputError("memory_id", f"no memory '{memory_id}' for this user")
         return {"results": [{"id": entry.id, "memory": text, "event": "UPDATE",
                              "status": "pending"}]}  # fmt: skip

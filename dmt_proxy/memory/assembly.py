@@ -205,11 +205,13 @@ async def build_memory_service(
         policy=policy.audit,
         metrics=metrics,
         trail=trail,
+        policy_label=policy.label,
     )
     service = DurableMemoryService(backend=backend, backend_name=name, outbox=outbox,
                                    worker=worker, policy=policy, metrics=metrics,
                                    run_worker=settings.worker, trail=trail,
-                                   circuit=circuit)  # fmt: skip
+                                   circuit=circuit,
+                                   nonce_key=settings.memory_nonce_key)  # fmt: skip
     service.review = ReviewService(backend=backend, outbox=outbox, trail=trail, policy=policy,
                                    auditor=pipeline, instruction=service.instruction,
                                    metrics=metrics)  # fmt: skip
@@ -262,7 +264,8 @@ async def backfill_store(
             trail = await build_trail(settings, policy, backend=type(backend))
             try:
                 return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
-                                      progress=progress, trail=trail)  # fmt: skip
+                                      progress=progress, trail=trail,
+                                      policy_label=policy.label)  # fmt: skip
             finally:
                 await trail.aclose()
         finally:

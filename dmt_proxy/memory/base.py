@@ -44,6 +44,7 @@ from pydantic import (
 )
 
 from dmt_proxy.errors import DmtError
+from dmt_proxy.provenance import AuditStamp, Provenance
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 MAX_SCOPE_PART = 256
@@ -58,11 +59,13 @@ CUT_MARKER = " […]"
 
 
 _STORED = "dmt_stored_record"
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 """Format of a stored record, written with it by every backend. Records stored before the
 field existed are format 1 (the field's default), so a later release can tell what it reads.
 Format 2 (tag format 2, ``dmt_proxy.tags``): the status may be ``disputed`` and the tag may
-carry findings and have no ``bias_type``; format-1 records read unchanged."""
+carry findings and have no ``bias_type``; format-1 records read unchanged. Format 3: the
+record may carry its ``provenance`` (``dmt_proxy.provenance``); older records read with
+none."""
 
 
 class MemoryStoreError(DmtError):
@@ -164,6 +167,10 @@ class MemoryRecord(BaseModel):
     audit_status: AuditStatus = AuditStatus.PENDING
     tag: BiasTag | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    provenance: Provenance | None = None
+    """Who wrote it, through which door, and what audited it, stamped by the proxy
+    (``None``: stored before provenance existed, or derived from several writes by a
+    consolidating backend)."""
     schema_version: int = Field(default=RECORD_SCHEMA_VERSION, ge=1)
     """The record format it was written with: ``RECORD_SCHEMA_VERSION`` for records built by
     this release, 1 for a stored body that predates the field (see ``model_validate``)."""
@@ -288,9 +295,18 @@ class MemoryBackend(Protocol):
         ...
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
-        """Set the audit fields of record ``id``; ``None`` if absent or not visible to ``scope``."""
+        """Set the audit fields of record ``id``; ``None`` if absent or not visible to ``scope``.
+
+        ``audited``: what decided them, stamped on the record's provenance (a record without
+        provenance stays without; ``None`` leaves the provenance as it is)."""
         ...
 
     async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
@@ -366,9 +382,27 @@ def nothing_to_search(query: str, k: int) -> bool:
     return k == 0 or not query.strip()
 
 
-def with_audit(record: MemoryRecord, status: AuditStatus, tag: BiasTag | None) -> MemoryRecord:
-    """A copy of ``record`` with new audit fields and ``updated_at`` set to now (validated)."""
+def with_audit(
+    record: MemoryRecord,
+    status: AuditStatus,
+    tag: BiasTag | None,
+    audited: AuditStamp | None = None,
+) -> MemoryRecord:
+    """A copy of ``record`` with new audit fields and ``updated_at`` set to now (validated);
+    ``audited`` is stamped on its provenance (``stamped_provenance``)."""
     data = record.model_dump()
     data.update(audit_status=status, tag=tag, updated_at=_now(),
+                provenance=stamped_provenance(record.provenance, audited),
                 schema_version=RECORD_SCHEMA_VERSION)  # fmt: skip
     return MemoryRecord.model_validate(data)
+
+
+def stamped_provenance(
+    provenance: Provenance | None, audited: AuditStamp | None
+) -> Provenance | None:
+    """``provenance`` with ``audited`` as its last audit: the one rule every backend's
+    ``update`` follows. No provenance: none is invented for a stamp (the review trail keeps
+    the audit either way); no stamp: the provenance is left as it is."""
+    if provenance is None or audited is None:
+        return provenance
+    return provenance.stamped(audited)

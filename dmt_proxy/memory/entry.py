@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_serial
 from typing_extensions import TypedDict
 
 from dmt_proxy.memory.base import MemoryRecord
+from dmt_proxy.provenance import Provenance
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 
@@ -39,6 +40,9 @@ class MemoryEntry(BaseModel):
     created_at: datetime
     audit_status: AuditStatus
     tag: BiasTag | None = None
+    provenance: Provenance | None = None
+    """Who wrote it, through which door, and what audited it (``dmt_proxy.provenance``);
+    ``None`` for a memory stored before provenance existed or derived from several."""
     # Shown by the review API and the console, never by /v1/memories (its shape predates them).
     query: str | None = Field(default=None, exclude=True)
     updated_at: datetime | None = Field(default=None, exclude=True)
@@ -53,7 +57,8 @@ class MemoryEntry(BaseModel):
         """The entry of ``record`` (stored, or the one a queued write will store)."""
         return cls(id=record.id, user=record.scope.user, text=record.text,
                    created_at=record.created_at, audit_status=record.audit_status,
-                   tag=record.tag, query=record.query, updated_at=record.updated_at)  # fmt: skip
+                   tag=record.tag, provenance=record.provenance, query=record.query,
+                   updated_at=record.updated_at)  # fmt: skip
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -68,13 +73,15 @@ class MemoryView(TypedDict):
     updated_at: NotRequired[datetime | None]
     audit_status: AuditStatus
     tag: NotRequired[BiasTag | None]
+    provenance: NotRequired[Provenance | None]
 
 
 def reviewed(entry: MemoryEntry) -> MemoryView:
     """The review API's JSON of ``entry`` (documented as ``MemoryView``)."""
     return MemoryView(id=entry.id, user=entry.user, text=entry.text, query=entry.query,
                       created_at=entry.created_at, updated_at=entry.updated_at,
-                      audit_status=entry.audit_status, tag=entry.tag)  # fmt: skip
+                      audit_status=entry.audit_status, tag=entry.tag,
+                      provenance=entry.provenance)  # fmt: skip
 
 
 ReviewedEntry = Annotated[MemoryEntry, PlainSerializer(reviewed, return_type=MemoryView)]

@@ -55,6 +55,7 @@ from dmt_proxy.memory.write.storage import (
 )
 from dmt_proxy.memory.write.trail import Trail, TrailEvent, now_utc
 from dmt_proxy.memory.write.worker import OutboxWorker
+from dmt_proxy.provenance import Origin, Provenance
 from dmt_proxy.tags import AuditStatus
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,9 @@ class ExportedMemory(BaseModel):
     audit_status: AuditStatus
     tag: dict[str, Any] | None
     """The bias tag as the admin API shows it (``None``: untagged)."""
+    provenance: Provenance | None
+    """Who wrote it, through which door, and what audited it, as the admin API shows it
+    (``None``: stored before provenance existed, or derived from several writes)."""
     stored: bool
     """In the backend (``False``: acknowledged, still in the outbox)."""
     agent: str | None
@@ -125,7 +129,8 @@ class ExportedMemory(BaseModel):
     """The agent's reply."""
     updated_at: datetime | None
     metadata: dict[str, Any]
-    """What the proxy wrote with it (the request id, the mode)."""
+    """What the proxy wrote with it (the request id, the mode; since provenance exists the
+    request id is its provenance's too)."""
     record_version: int
 
     @field_serializer("created_at", "updated_at")
@@ -156,6 +161,8 @@ class QueuedWrite(BaseModel):
     answer: str
     request_id: str
     mode: str
+    origin: Origin | None
+    """Where the write came from (``None``: acknowledged before origins were recorded)."""
     created_at: float
     """Epoch seconds."""
     attempts: int
@@ -170,7 +177,8 @@ class QueuedWrite(BaseModel):
         exchange = item.exchange
         return cls(id=item.id, agent=exchange.scope.agent, session=exchange.scope.session,
                    query=exchange.query, answer=exchange.answer, request_id=exchange.request_id,
-                   mode=exchange.mode.value, created_at=item.created_at, attempts=item.attempts,
+                   mode=exchange.mode.value, origin=exchange.origin, created_at=item.created_at,
+                   attempts=item.attempts,
                    stored=item.stored, last_error=item.last_error, verdict=item.verdict)  # fmt: skip
 
 

@@ -49,6 +49,7 @@ from dmt_proxy.memory.write.verdicts import record_verdict, store_verdict
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.modes import Mode
 from dmt_proxy.policy import Policy
+from dmt_proxy.provenance import AuditStamp
 from dmt_proxy.tags import AuditStatus, BiasTag, Finding, FindingKind
 
 log = logging.getLogger(__name__)
@@ -295,6 +296,8 @@ class ReviewService:
         self.outbox = outbox
         self.trail = trail
         self.policy = policy
+        self._policy_label = policy.label
+        """Stamped on the provenance of each memory a verdict here decides."""
         self.auditor = auditor
         self.instruction = instruction
         self.metrics = metrics
@@ -366,7 +369,8 @@ class ReviewService:
         return [
             ModeView(mode=m.value, shown=True, block=render_memories(
                 [entry], with_tags=m.shows_tags, instruction=self.instruction,
-                show_instruction=m.shows_instruction))
+                show_instruction=m.shows_instruction,
+                with_source=self.policy.memory.show_source))
             for m in Mode
         ]  # fmt: skip
 
@@ -380,7 +384,8 @@ class ReviewService:
         records = sorted(await self.backend.list(scope), key=lambda r: (r.created_at, r.id))
         entries = [MemoryEntry.of(r) for r in records]
         shown = [e for e in entries if e.audit_status is not AuditStatus.QUARANTINED]
-        block = render_memories(shown, with_tags=True, instruction=self.instruction)
+        block = render_memories(shown, with_tags=True, instruction=self.instruction,
+                                with_source=self.policy.memory.show_source)  # fmt: skip
         return UserView(user=full, memories=entries, block=block)
 
     async def overview(self, reviewer: Reviewer, days: int = 14) -> Overview:
@@ -428,8 +433,11 @@ class ReviewService:
             status, domain = "deleted", before_domain
         else:
             new_status, tag = self._decide(record, request, reviewer)
+            # A human verdict decides the status now: the provenance names the reviewer.
+            audited = AuditStamp(policy=self._policy_label, auditor=f"reviewer:{reviewer.name}",
+                                 at=now_utc())  # fmt: skip
             after = await self.backend.update(record.scope, memory_id, audit_status=new_status,
-                                              tag=tag)  # fmt: skip
+                                              tag=tag, audited=audited)  # fmt: skip
             if after is None:
                 raise NotFound(f"No memory with id '{memory_id}'.", param="id")
             status, domain = new_status.value, tag.bias_type if tag else None
@@ -496,7 +504,8 @@ class ReviewService:
         except AuditorUnavailable as exc:
             verdict = AuditVerdict.failed(f"auditor unavailable on re-audit: {exc.message}")
         decision = await store_verdict(self.backend, record.scope, record.id, verdict,
-                                       self.policy.audit, text=candidate.text)  # fmt: skip
+                                       self.policy.audit, text=candidate.text,
+                                       policy_label=self._policy_label)  # fmt: skip
         await record_verdict(self.trail, record.scope.user, record.id, verdict, decision,
                              self.policy.audit, before_status=before)  # fmt: skip
         after = await self.backend.get(record.scope, record.id)

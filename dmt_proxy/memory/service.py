@@ -31,6 +31,7 @@ from dmt_proxy.memory.write.worker import OutboxWorker, drain
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.modes import Mode
 from dmt_proxy.policy import Policy
+from dmt_proxy.provenance import Origin
 from dmt_proxy.resources import prompt_path
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.turns import Retrieval
@@ -86,8 +87,12 @@ class DurableMemoryService:
         run_worker: bool = True,
         trail: Trail | None = None,
         circuit: CircuitBreaker | None = None,
+        nonce_key: str | None = None,
     ) -> None:
+        """``nonce_key``: hex key of the memory block's nonce (``Settings.memory_nonce_key``;
+        ``None``: the renderer's random per-process key)."""
         self._backend = backend
+        self._nonce_key = bytes.fromhex(nonce_key) if nonce_key is not None else None
         self._trail = trail
         self.review: ReviewService | None = None
         """The human review operations (``dmt_proxy.memory.review``), set by the assembly."""
@@ -178,6 +183,8 @@ class DurableMemoryService:
             with_tags=mode.shows_tags,
             instruction=self._instruction,
             show_instruction=mode.shows_instruction,
+            with_source=self._policy.memory.show_source,
+            nonce_key=self._nonce_key,
         )
 
     async def search(self, scope: Scope, query: str, limit: int) -> list[MemoryEntry]:
@@ -203,27 +210,38 @@ class DurableMemoryService:
 
     # -- admin operations --------------------------------------------------------
 
-    async def write(self, scope: Scope, query: str, answer: str, mode: Mode) -> str:
+    async def write(
+        self, scope: Scope, query: str, answer: str, mode: Mode, *, origin: Origin,
+        request_id: str | None = None,
+    ) -> str:  # fmt: skip
         """Queue a memory for ``scope`` as if an exchange had written it; its id.
 
         It goes through the outbox like any chat write, so it is stored ``pending`` and
-        audited when ``mode`` audits writes (else stored ``unaudited``).
+        audited when ``mode`` audits writes (else stored ``unaudited``). ``origin``: the
+        door it came through (the admin API, an MCP tool); ``request_id``: the request
+        that wrote it (default: the channel's name, for a write outside any request).
         """
-        exchange = Exchange(scope=scope, query=query, answer=answer, request_id="admin", mode=mode)
+        exchange = Exchange(scope=scope, query=query, answer=answer, mode=mode, origin=origin,
+                            request_id=request_id or origin.channel.value)  # fmt: skip
         memory_id = await self._outbox.enqueue(exchange)
         self._worker.wake()
         return memory_id
 
-    async def rewrite(self, scope: Scope, memory_id: str, text: str, mode: Mode) -> bool:
+    async def rewrite(
+        self, scope: Scope, memory_id: str, text: str, mode: Mode, *, origin: Origin,
+        request_id: str | None = None,
+    ) -> bool:  # fmt: skip
         """Replace the text of ``scope``'s memory ``memory_id``, keeping its id; whether it
         existed. The new text is queued through the outbox like any write (``pending``,
         audited when ``mode`` audits); the stored record is overwritten when the worker
-        stores it, so the old text stays readable until the new one is durable."""
+        stores it, so the old text stays readable until the new one is durable. ``origin``
+        and ``request_id`` as for ``write``: the new text's provenance is its own."""
         entry = await self.get(memory_id)
         if entry is None or entry.user != scope.user:
             return False
         await self._outbox.cancel(memory_id)  # a queued older text must not land after this one
-        exchange = Exchange(scope=scope, query=text, answer="", request_id="update", mode=mode)
+        exchange = Exchange(scope=scope, query=text, answer="", mode=mode, origin=origin,
+                            request_id=request_id or origin.channel.value)  # fmt: skip
         await self._outbox.enqueue(exchange, item_id=memory_id)
         self._worker.wake()
         return True

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ from dmt_proxy.memory.registry import (
     create_backend,
     known_backends,
 )
+from dmt_proxy.provenance import AuditStamp, Channel, Provenance, Speaker
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 BACKENDS = known_backends()
@@ -187,6 +189,42 @@ async def test_update_sets_audit_fields(open_backend: Opener) -> None:
         await backend.update(alice, str(uuid.uuid4()), audit_status=AuditStatus.CLEAN, tag=None)
         is None
     )
+
+
+PROVENANCE = Provenance(channel=Channel.CHAT, query_by=Speaker.USER, answer_by=Speaker.ASSISTANT,
+                        tenant="acme", key_id="0123456789abcdef", request_id="req_1",
+                        model="local/qwen2.5-0.5b", received_at=datetime(2026, 11, 1, 9, 30,
+                                                                         tzinfo=UTC))  # fmt: skip
+STAMP = AuditStamp(policy="default@0123456789ab", auditor="judge_v2+local/qwen2.5-1.5b@auditor_v3",
+                   at=datetime(2026, 11, 1, 9, 31, tzinfo=UTC))  # fmt: skip
+
+
+async def test_provenance_round_trips_with_its_audit_stamp(
+    open_backend: Opener, tmp_path: Path
+) -> None:
+    backend = await open_backend()
+    alice = Scope(user="alice", agent="assistant")
+    record = MemoryRecord.from_interaction(alice, *FACTS[0], provenance=PROVENANCE)
+    bare = MemoryRecord.from_interaction(alice, *FACTS[1])  # stored before provenance existed
+    for written in (record, bare):
+        await backend.write(alice, written)
+    got = await backend.get(alice, record.id)
+    assert got is not None and got.provenance == PROVENANCE
+    hits = await backend.search(alice, "What is the name of my dog?", k=1)
+    assert hits[0].record.provenance == PROVENANCE
+    updated = await backend.update(alice, record.id, audit_status=AuditStatus.TAGGED, tag=TAG,
+                                   audited=STAMP)  # fmt: skip
+    assert updated is not None and updated.provenance == PROVENANCE.stamped(STAMP)
+    # A record without provenance gets none from a stamp; no stamp leaves one as it is.
+    unstamped = await backend.update(alice, bare.id, audit_status=AuditStatus.CLEAN, tag=None,
+                                     audited=STAMP)  # fmt: skip
+    assert unstamped is not None and unstamped.provenance is None
+    await backend.update(alice, record.id, audit_status=AuditStatus.TAGGED, tag=TAG)
+    await backend.close()
+    reopened = await open_backend(tmp_path)
+    listed = {r.id: r for r in await reopened.list(alice)}
+    assert listed[record.id].provenance == PROVENANCE.stamped(STAMP)
+    assert listed[record.id].tag == TAG and listed[bare.id].provenance is None
 
 
 async def test_quarantined_records_are_not_retrieved(open_backend: Opener) -> None:

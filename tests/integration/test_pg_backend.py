@@ -8,6 +8,7 @@ on this backend in ``test_memory_contract.py``.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -18,12 +19,14 @@ from dmt_proxy.errors import ConfigError
 from dmt_proxy.memory.backends.pg_backend import MEMORY_SCHEMA_VERSION
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope
 from dmt_proxy.memory.registry import BackendConfig, create_backend
+from dmt_proxy.provenance import AuditStamp, Channel, Origin, Provenance
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.pg import PgCluster
 
 pytestmark = pytest.mark.postgres
 
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="disfavoring", score=0.8)
+WHEN = datetime(2026, 11, 1, 9, 30, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +95,40 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(
     other = await create_backend("postgres", config(tmp_path, embedder, dsn=pg_dsn,
                                                     table_prefix="other_"))  # fmt: skip
     await other.close()
+
+
+async def test_a_table_of_layout_1_is_migrated_and_its_records_have_no_provenance(
+    tmp_path: Path, embedder: LocalEmbedder, pg_dsn: str
+) -> None:
+    alice = Scope(user="alice")
+    backend = await create_backend("postgres", config(tmp_path, embedder, dsn=pg_dsn))
+    old = MemoryRecord.from_interaction(alice, "My dog is Rex.", "Nice.")
+    await backend.write(alice, old)
+    await backend.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the table as layout 1 had it
+        conn.execute("ALTER TABLE dmt_memories DROP COLUMN provenance")
+        conn.execute("UPDATE dmt_schema_version SET version = 1 WHERE component = 'memory'")
+    backend = await create_backend("postgres", config(tmp_path, embedder, dsn=pg_dsn))
+    try:
+        got = await backend.get(alice, old.id)
+        assert got is not None and got.provenance is None and got.text == old.text
+        stamp = AuditStamp(policy="default@0123456789ab", auditor="judge_v2", at=WHEN)
+        audited = await backend.update(alice, old.id, audit_status=AuditStatus.CLEAN, tag=None,
+                                       audited=stamp)  # fmt: skip
+        assert audited is not None and audited.provenance is None
+        # A model name with a NUL (any string a request names) is kept, NUL replaced.
+        origin = Origin(channel=Channel.CHAT, model="m\x00x")
+        new = MemoryRecord.from_interaction(alice, "I live in Lyon.", "Nice.", provenance=(
+            Provenance.of(origin, request_id="req_1", received_at=WHEN, answered=True)))  # fmt: skip
+        await backend.write(alice, new)
+        got = await backend.get(alice, new.id)
+        assert got is not None and got.provenance is not None
+        assert got.provenance.model == "m\ufffdx" and got.provenance.received_at == WHEN
+    finally:
+        await backend.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        versions = dict(conn.execute("SELECT component, version FROM dmt_schema_version"))
+    assert versions == {"memory": MEMORY_SCHEMA_VERSION} and MEMORY_SCHEMA_VERSION == 2
 
 
 async def test_embedding_dimension_mismatch_is_refused(

@@ -35,6 +35,7 @@ from dmt_proxy.memory.write.worker import OutboxWorker
 from dmt_proxy.metrics import Metrics
 from dmt_proxy.modes import Mode
 from dmt_proxy.policy import parse_policy
+from dmt_proxy.provenance import Channel, Origin
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.testing.auditor import ScriptedAuditor
@@ -228,6 +229,40 @@ async def test_a_newer_outbox_schema_is_refused(open_outbox: Opener, pg_dsn: str
         await PostgresOutbox.open(pg_dsn)
     with pytest.raises(ConfigError, match="table prefix"):
         await PostgresOutbox.open(pg_dsn, prefix="Bad-Prefix")
+
+
+async def test_an_outbox_of_layout_1_is_migrated_and_new_rows_carry_their_origin(
+    open_outbox: Opener, pg_dsn: str, tmp_path: Path
+) -> None:
+    first = await open_outbox()
+    [old] = await enqueue(first, ALICE, 1)
+    await first.aclose()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the table as layout 1 had it
+        conn.execute("ALTER TABLE dmt_outbox DROP COLUMN origin")
+        conn.execute("UPDATE dmt_schema_version SET version = 1 WHERE component = 'outbox'")
+    outbox = await open_outbox()
+    assert outbox.found_version == 1 and PG_OUTBOX_SCHEMA_VERSION == 2
+    [item] = await outbox.pending()
+    assert item.id == old and item.exchange.origin is None  # unknown, not guessed
+    assert item.record(AuditStatus.PENDING).provenance is None
+    # New rows carry theirs, a NUL in the model name included (jsonb refuses the escape).
+    origin = Origin(channel=Channel.RESPONSES, tenant="acme", key_id="0123456789abcdef",
+                    model="m\x00x")  # fmt: skip
+    new = await outbox.enqueue(Exchange(scope=BOB, query="q", answer="a", request_id="req_n",
+                                        mode=Mode.DMT, origin=origin))  # fmt: skip
+    # And a spooled row keeps its origin when it is forwarded.
+    spool = SqliteOutbox(tmp_path / "spool.sqlite3")
+    spooled_id = await spool.enqueue(Exchange(scope=BOB, query="q2", answer="a2",
+                                              request_id="req_s", mode=Mode.DMT, origin=origin))  # fmt: skip
+    [spooled] = await spool.pending()
+    await outbox.forward(spooled)
+    await spool.aclose()
+    items = {i.id: i for i in await outbox.pending()}
+    kept = origin.model_copy(update={"model": "m\ufffdx"})
+    assert items[new].exchange.origin == kept and items[spooled_id].exchange.origin == kept
+    assert items[spooled_id].created_at == pytest.approx(spooled.created_at, abs=1e-3)
+    provenance = items[new].record(AuditStatus.PENDING).provenance
+    assert provenance is not None and provenance.channel is Channel.RESPONSES
 
 
 async def test_the_service_picks_its_outbox(tmp_path: Path, pg_dsn: str) -> None:

@@ -28,6 +28,7 @@ import pytest
 
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
 from dmt_proxy.memory.base import MemoryRecord, MemoryStoreError, Scope, SearchHit
+from dmt_proxy.provenance import AuditStamp
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.testing.app import InProcessApp
@@ -142,10 +143,17 @@ class OutageBackend:
         return await self.inner.write(scope, record)
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
         self._gate("update")
-        return await self.inner.update(scope, id, audit_status=audit_status, tag=tag)
+        return await self.inner.update(scope, id, audit_status=audit_status, tag=tag,
+                                       audited=audited)  # fmt: skip
 
     async def get(self, scope: Scope, id: str) -> MemoryRecord | None:
         return await self.inner.get(scope, id)

@@ -101,13 +101,15 @@ async def test_unversioned_outbox_is_migrated_and_drained(tmp_path: Path) -> Non
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == OUTBOX_SCHEMA_VERSION
         columns = [row[1] for row in db.execute("PRAGMA table_info(outbox)")]
-    assert columns[-1] == "schema_version"
+    assert columns[-2:] == ["schema_version", "origin"]  # 0 -> 1 -> 2, in one open
     items = {i.id: i for i in await outbox.pending()}
     assert items["mem_old_1"].exchange.query == "Old question one?"
     assert items["mem_old_2"].exchange.mode is Mode.DMT  # the column's text, read typed
     assert items["mem_old_2"].stored and items["mem_old_2"].attempts == 2
     # Rows of the unversioned layout keep the payload format they were written in (1).
-    assert {i.schema_version for i in items.values()} == {1} and ROW_SCHEMA_VERSION == 2
+    assert {i.schema_version for i in items.values()} == {1} and ROW_SCHEMA_VERSION == 3
+    # Nor do they know where they came from: their memories get no provenance.
+    assert {i.exchange.origin for i in items.values()} == {None}
     # New rows go in next to migrated ones.
     await outbox.enqueue(
         Exchange(scope=Scope(user="carol"), query="new", answer="a", request_id="r3", mode=Mode.OFF)
@@ -180,6 +182,7 @@ def test_records_stored_before_the_version_field_read_as_format_1() -> None:
     # schema_version existed lack it and must still load (as format 1, the only format then).
     record = MemoryRecord.from_interaction(Scope(user="alice"), "Old question?", "Old answer.")
     body = json.loads(record.model_dump_json())
-    assert body.pop("schema_version") == RECORD_SCHEMA_VERSION == 2
+    assert body.pop("schema_version") == RECORD_SCHEMA_VERSION == 3
+    assert body.pop("provenance") is None  # a body of format 1 or 2 has no provenance
     legacy = MemoryRecord.model_validate(body)
     assert legacy.schema_version == 1 and legacy.text == record.text

@@ -43,7 +43,7 @@ PLAIN_TYPES = frozenset({
     "dmt_proxy", "dmt_proxy.domains", "dmt_proxy.tags", "dmt_proxy.errors",
     "dmt_proxy.openai_types", "dmt_proxy.policy", "dmt_proxy.settings",
     "dmt_proxy.resources", "dmt_proxy.memory.base", "dmt_proxy.turns", "dmt_proxy.exchange",
-    "dmt_proxy.modes",
+    "dmt_proxy.modes", "dmt_proxy.audit_types", "dmt_proxy.provenance",
 })  # fmt: skip
 SERVICE_PACKAGES = ("dmt_proxy.memory", "dmt_proxy.audit", "dmt_proxy.upstream")
 SHARED_SERVICE_MODULES = frozenset(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dmt_proxy.api.auth import hash_key
 from dmt_proxy.api.routes import ROUTES
 from dmt_proxy.api.routing import Access
 from dmt_proxy.memory.backends.in_memory import InMemoryBackend
@@ -45,6 +46,16 @@ PROTECTED = [
     ("GET", "/v1/memories/mem_x/evidence", None),
     ("POST", "/v1/memories/mem_x/review", NOT_JSON),
     ("POST", "/v1/memories/mem_x/review", EMPTY),  # missing action
+]
+
+TENANT_KEY = "tenant-key"
+# (method, path, body): the audit API, behind a tenant's key, each with input that is also
+# wrong; checked with a tenants file (without one, tenant routes are open).
+TENANT_PROTECTED = [
+    ("POST", "/v1/audits", NOT_JSON),
+    ("POST", "/v1/audits", EMPTY),  # missing text
+    ("POST", "/v1/audits", b'{"text": "x", "wait": -1}'),  # wait out of range
+    ("GET", "/v1/audits/audit_x", None),
 ]
 
 
@@ -92,3 +103,52 @@ async def test_with_the_key_the_same_input_errors_are_400s(tmp_path: Path) -> No
                 assert resp.status_code == 200, (path, resp.text)  # no input to get wrong
             else:
                 assert resp.status_code == 400, (method, path, body, resp.text)
+
+
+def test_every_audit_route_is_checked_here() -> None:
+    """A new route of the audit API joins ``TENANT_PROTECTED``, or this fails."""
+    covered = {(method, path) for method, path, _ in TENANT_PROTECTED}
+    for route in ROUTES:
+        if route.access is Access.TENANT and route.path.startswith("/v1/audits"):
+            pattern = re.compile(re.sub(r"\{[^}]+\}", "[^/]+", route.path) + "$")
+            assert any(m == route.method and pattern.match(p) for m, p in covered), route.name
+
+
+def _tenant_settings(tmp_path: Path) -> Settings:
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(
+        f"version: 1\ntenants:\n  - name: acme\n    key_sha256: {hash_key(TENANT_KEY)}\n"
+    )
+    return Settings.from_env({}, state_dir=tmp_path / "state", tenants_file=tenants)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), TENANT_PROTECTED)
+@pytest.mark.parametrize("key", [None, "Bearer wrong-key"])
+async def test_a_caller_without_a_tenant_key_gets_401_before_any_input_error(
+    tmp_path: Path, method: str, path: str, body: bytes | None, key: str | None
+) -> None:
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
+    headers = {"content-type": "application/json"}
+    if key is not None:
+        headers["authorization"] = key
+    async with app_client(_tenant_settings(tmp_path), policy=policy,
+                          upstream=ScriptedChatModel(["ok"]), memory_backend=InMemoryBackend(),
+                          auditor=ScriptedAuditor()) as proxy:  # fmt: skip
+        resp = await proxy.client.request(method, path, content=body, headers=headers)
+    assert resp.status_code == 401, (resp.status_code, resp.text)
+    assert resp.json()["error"]["type"] == "authentication_error"
+
+
+async def test_with_a_tenant_key_the_same_input_errors_are_400s(tmp_path: Path) -> None:
+    """The control: with the tenant's key the bodies are refused for what they are."""
+    policy = parse_policy({"version": 1, "mode": "dmt", "memory": {"backend": "memory"},
+                           "audit": {"first_stage": "off"}})  # fmt: skip
+    headers = {"content-type": "application/json", "authorization": f"Bearer {TENANT_KEY}"}
+    async with app_client(_tenant_settings(tmp_path), policy=policy,
+                          upstream=ScriptedChatModel(["ok"]), memory_backend=InMemoryBackend(),
+                          auditor=ScriptedAuditor()) as proxy:  # fmt: skip
+        for method, path, body in TENANT_PROTECTED:
+            resp = await proxy.client.request(method, path, content=body, headers=headers)
+            expected = 404 if body is None else 400  # a valid poll of an unknown audit: 404
+            assert resp.status_code == expected, (method, path, body, resp.text)

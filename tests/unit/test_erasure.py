@@ -217,7 +217,10 @@ async def test_delete_user_erases_everywhere_and_export_answers_all(tmp_path: Pa
         assert [m["id"] for m in exported["memories"]] == [mine]
         (memory,) = exported["memories"]
         assert memory["tag"]["bias_type"] == "gender" and secret in memory["query"]
-        assert memory["metadata"]["request_id"] == "admin" and memory["stored"] is True
+        assert memory["stored"] is True
+        provenance = memory["provenance"]
+        assert (provenance["channel"], provenance["query_by"]) == ("admin", "operator")
+        assert memory["metadata"]["request_id"] == provenance["request_id"]  # the admin request
         assert [e["memory_id"] for e in exported["trail"]] == [mine]
         assert secret in json.dumps(exported["trail"][0]["evidence"])
         assert "bob" not in json.dumps(exported) and theirs not in json.dumps(exported)

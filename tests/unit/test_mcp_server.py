@@ -225,6 +225,25 @@ async def test_tenant_key_is_required_and_admin_key_never(tmp_path: Path) -> Non
         assert entry is not None and entry.user == "acme/u"
 
 
+async def test_a_tool_write_has_the_callers_provenance(tmp_path: Path) -> None:
+    """The agent wrote it, through MCP, with the tenant key the transport authenticated and
+    the id of the HTTP request that carried the call; the tools' results show it."""
+    app, _ = make_app(tmp_path, tenants=True)
+    async with (
+        started(app),
+        mcp_client(app, authorization=f"Bearer {KEYS['acme']}", x_request_id="req-mcp-1") as client,
+    ):  # fmt: skip
+        added = payload(await client.call_tool("add_memory", {"text": "Tea at nine.",
+                                                              "user_id": "u"}))  # fmt: skip
+        await drained(app)
+        [memory] = payload(await client.call_tool("get_memories", {"user_id": "u"}))["results"]
+    assert memory["id"] == added["results"][0]["id"]
+    prov = memory["provenance"]
+    assert (prov["channel"], prov["query_by"], prov["answer_by"]) == ("mcp", "assistant", None)
+    assert (prov["tenant"], prov["key_id"]) == ("acme", hash_key(KEYS["acme"])[:16])
+    assert prov["request_id"] == "req-mcp-1" and prov["audited"] is not None
+
+
 async def test_header_pins_the_user(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
     async with started(app), mcp_client(app, x_dmt_user="alice") as client:

@@ -324,7 +324,7 @@ async def test_the_admin_wire_shape_is_pinned_byte_for_byte(env: Env) -> None:
         b'"created_at":"2026-01-02T03:04:05.678000+00:00","audit_status":"tagged",'
         b'"tag":{"bias_type":"age","target_group":"older workers","tendency":"favoring youth",'
         b'"score":0.9,"rationale":"","auditor":"scripted","findings":[{"kind":"excerpt",'
-        b'"rule":"excerpt","detail":"head"}],"first_stage_score":null}}'
+        b'"rule":"excerpt","detail":"head"}],"first_stage_score":null},"provenance":null}'
     )
     one = await env.client.get("/v1/memories/mem_1", headers=ADMIN)
     assert one.content == memory

@@ -219,7 +219,8 @@ def test_memory_routes_only_call_the_service() -> None:
     ours = {m for m in _imports(PACKAGE / "api" / "routes_memory.py") if m.startswith("dmt_proxy")}
     beyond_api = {m for m in ours if not m.startswith("dmt_proxy.api")}
     # Plain types and errors, and the service: no outbox, worker, auditor or backend.
-    assert beyond_api == {"dmt_proxy.errors", "dmt_proxy.memory.base", "dmt_proxy.memory.service"}
+    assert beyond_api == {"dmt_proxy.errors", "dmt_proxy.memory.base", "dmt_proxy.memory.service",
+                          "dmt_proxy.provenance"}  # fmt: skip
 
 
 @pytest.mark.parametrize("retrieval", ["search", "recent"])

@@ -32,10 +32,13 @@ async def test_an_exchange_is_stored_as_text_columns_and_read_back_typed(tmp_pat
     with sqlite3.connect(path) as db:
         row = db.execute(
             "SELECT user_id, agent_id, session_id, query, answer, request_id, mode, stored,"
-            " verdict, schema_version FROM outbox"
+            " verdict, schema_version, origin FROM outbox"
         ).fetchone()
-    assert row == ("alice", "planner", "s1", "q", "a", "r1", "dmt-tags", 0, None,
-                   ROW_SCHEMA_VERSION)  # fmt: skip
+    assert row[:-1] == ("alice", "planner", "s1", "q", "a", "r1", "dmt-tags", 0, None,
+                        ROW_SCHEMA_VERSION)  # fmt: skip
+    # The origin is JSON text (an exchange that names none is a chat write, nothing known).
+    assert json.loads(row[-1]) == {"channel": "chat", "tenant": None, "key_id": None,
+                                   "model": None}  # fmt: skip
 
 
 async def test_a_row_written_before_the_exchange_travelled_whole_still_reads(
@@ -55,13 +58,15 @@ async def test_a_row_written_before_the_exchange_travelled_whole_still_reads(
         )  # fmt: skip
     outbox = SqliteOutbox(path)
     [item] = await outbox.due()
+    # Written before origins were recorded: its origin is unknown, not guessed.
     assert item.exchange == Exchange(scope=Scope(user="bob"), query="Old question?",
                                      answer="Old answer.", request_id="admin",
-                                     mode=Mode.SSP_DMT)  # fmt: skip
+                                     mode=Mode.SSP_DMT, origin=None)  # fmt: skip
     assert (item.attempts, item.stored, item.verdict) == (2, True, verdict)
     assert item.last_error == "auditor: timeout" and item.schema_version == 2
     record = item.record(AuditStatus.PENDING)
     assert record.metadata == {"request_id": "admin", "mode": "ssp+dmt"}
+    assert record.provenance is None
     assert record.text == "User: Old question?\nAssistant: Old answer."
     await outbox.aclose()
 

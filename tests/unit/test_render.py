@@ -8,8 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from dmt_proxy.errors import ConfigError
+from dmt_proxy.memory import render
 from dmt_proxy.memory.entry import MemoryEntry
 from dmt_proxy.memory.render import neutralize, render_memories
+from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 TAG = BiasTag(bias_type="age", target_group="older workers", tendency="favoring youth", score=0.82)
@@ -133,6 +136,26 @@ def test_nonce_is_keyed_to_the_content() -> None:
         parse_block(render_memories(a, with_tags=False))[0],
     }
     assert len(nonces) == 3 and all(len(n) == 12 for n in nonces)
+
+
+def test_a_run_key_gives_every_process_the_same_nonce(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark's key (``DMT_MEMORY_NONCE_KEY``): the nonce no longer depends on the
+    process's random key, only on the content and that key."""
+    a = [memory("x", AuditStatus.CLEAN)]
+    key, other = bytes.fromhex("ab" * 32), bytes.fromhex("cd" * 32)
+    keyed = parse_block(render_memories(a, with_tags=True, nonce_key=key))[0]
+    unkeyed = parse_block(render_memories(a, with_tags=True))[0]
+    assert keyed != parse_block(render_memories(a, with_tags=True, nonce_key=other))[0]
+    monkeypatch.setattr(render, "_NONCE_KEY", bytes(32))  # another process's random key
+    assert parse_block(render_memories(a, with_tags=True, nonce_key=key))[0] == keyed
+    assert parse_block(render_memories(a, with_tags=True))[0] != unkeyed
+
+
+def test_a_nonce_key_setting_must_be_64_hex_digits() -> None:
+    assert Settings.from_env({"DMT_MEMORY_NONCE_KEY": "ab" * 32}).memory_nonce_key == "ab" * 32
+    assert Settings.from_env({}).memory_nonce_key is None
+    with pytest.raises(ConfigError, match="DMT_MEMORY_NONCE_KEY"):
+        Settings.from_env({"DMT_MEMORY_NONCE_KEY": "not-hex"})
 
 
 def test_neutralize_bounds_length_and_rewrites_reserved_words() -> None:

@@ -72,6 +72,8 @@ LABELS = {
     "/v1/memories/mem_1/review": "/v1/memories",
     "/v1/memories/mem_1/evidence": "/v1/memories",
     "/v1/memories/a/b/c": "/v1/memories",  # no such route (a 404): still the memory API
+    "/v1/audits": "/v1/audits",
+    "/v1/audits/audit_1": "/v1/audits",
     "/v1/memoriesx": OTHER,
     "/v1/admin/outbox": OTHER,
     "/v1/reviews/queue": OTHER,

@@ -39,6 +39,7 @@ from dmt_proxy.memory.registry import (
     ContractEnv,
     register_backend,
 )
+from dmt_proxy.provenance import AuditStamp
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 SNAPSHOT_VERSION = 1
@@ -227,12 +228,18 @@ class InMemoryBackend(BackendPlugin):
             return record
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
         old = await self.get(scope, id)
         if old is None:
             return None
-        new = with_audit(old, audit_status, tag)
+        new = with_audit(old, audit_status, tag, audited)
         self._records[id] = new
         return new
 

@@ -73,8 +73,10 @@ from dmt_proxy.memory.base import (
     check_write,
     combine_audit,
     nothing_to_search,
+    stamped_provenance,
 )
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
+from dmt_proxy.provenance import AuditStamp, Provenance
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 
@@ -134,6 +136,7 @@ def _value(record: MemoryRecord, kind: str, extra: dict[str, Any] | None = None)
         "audit_status": record.audit_status.value,
         "tag": record.tag.model_dump(mode="json") if record.tag else None,
         "metadata": record.metadata,
+        "provenance": record.provenance.model_dump(mode="json") if record.provenance else None,
         "schema_version": record.schema_version,
     }
     value.update(extra or {})
@@ -159,6 +162,7 @@ def _record(value: dict[str, Any]) -> MemoryRecord:
         audit_status=AuditStatus(value["audit_status"]),
         tag=BiasTag.model_validate(value["tag"]) if value.get("tag") else None,
         metadata=metadata,
+        provenance=Provenance.model_validate(raw) if (raw := value.get("provenance")) else None,
         schema_version=int(value.get("schema_version", 1)),
     )
 
@@ -454,7 +458,13 @@ class LangMemBackend(BackendPlugin):
             )
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
         state = AuditState(status=audit_status, tag=tag)
         if audit_status.needs_tag and tag is None:
@@ -466,11 +476,13 @@ class LangMemBackend(BackendPlugin):
         if value["kind"] == CONSOLIDATED:
             value = _recompute({**value, "own": _state_dict(state), "updated_at": now})
         else:
+            provenance = stamped_provenance(_record(value).provenance, audited)
             value = {
                 **value,
                 "audit_status": audit_status.value,
                 "updated_at": now,
                 "tag": _state_dict(state)["tag"],
+                "provenance": provenance.model_dump(mode="json") if provenance else None,
             }
             await self._propagate(value["user"], id, state)
         await self._put(value)

@@ -70,6 +70,7 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.memory.write.storage import compact_sqlite
+from dmt_proxy.provenance import AuditStamp
 from dmt_proxy.tags import AuditStatus, BiasTag
 from dmt_proxy.upstream.base import ChatModel, ModelEndpoint
 
@@ -430,7 +431,13 @@ class LettaPagingBackend(BackendPlugin):
         return record.text if record else None
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
         state = AuditState(status=audit_status, tag=tag)
 
@@ -451,9 +458,9 @@ class LettaPagingBackend(BackendPlugin):
                     (id, id, state.model_dump_json()),
                 )
                 combined = self._combined(id)
-                new = with_audit(record, combined.status, combined.tag)
+                new = with_audit(record, combined.status, combined.tag, audited)
             else:
-                new = with_audit(record, audit_status, tag)
+                new = with_audit(record, audit_status, tag, audited)
             self._set_body(new)
             if row[1] == "interaction":
                 affected = [

@@ -68,9 +68,11 @@ from dmt_proxy.memory.base import (
     StoreErasure,
     check_write,
     nothing_to_search,
+    stamped_provenance,
 )
 from dmt_proxy.memory.registry import BackendConfig, BackendPlugin, register_backend
 from dmt_proxy.memory.write.storage import compact_sqlite
+from dmt_proxy.provenance import AuditStamp, Provenance
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 _STORE_ERRORS = (OSError, sqlite3.Error, RuntimeError)
@@ -253,6 +255,10 @@ class Mem0Backend(BackendPlugin):
             "audit_status": record.audit_status.value,
             "dmt_tag": record.tag.model_dump(mode="json") if record.tag else None,
             "dmt_meta": record.metadata,
+            # Beside the tag, in mem0's metadata (the payload); mem0 itself never reads it.
+            "dmt_provenance": (
+                record.provenance.model_dump(mode="json") if record.provenance else None
+            ),
             "created_at": record.created_at.isoformat(),
             "dmt_schema": record.schema_version,
         }
@@ -275,6 +281,11 @@ class Mem0Backend(BackendPlugin):
             audit_status=AuditStatus(meta.get("audit_status", AuditStatus.UNAUDITED.value)),
             tag=BiasTag.model_validate(meta["dmt_tag"]) if meta.get("dmt_tag") else None,
             metadata=extra,
+            provenance=(
+                Provenance.model_validate(meta["dmt_provenance"])
+                if meta.get("dmt_provenance")
+                else None
+            ),
             schema_version=int(meta.get("dmt_schema", 1)),
         )
 
@@ -362,7 +373,13 @@ class Mem0Backend(BackendPlugin):
         return await self._runner.run(run)
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
         if audit_status.needs_tag and tag is None:
             raise ValueError(f"audit_status '{audit_status.value}' requires a tag")
@@ -371,11 +388,13 @@ class Mem0Backend(BackendPlugin):
             items = self._visible_items(scope, id)
             if not items:
                 return None
+            provenance = stamped_provenance(self._record(items[0]).provenance, audited)
             change = {
                 "audit_status": audit_status.value,
                 "dmt_tag": tag.model_dump(mode="json") if tag else None,
                 # The audit fields may now use the current format (a disputed status).
                 "dmt_schema": RECORD_SCHEMA_VERSION,
+                "dmt_provenance": provenance.model_dump(mode="json") if provenance else None,
             }
             stamp = datetime.now(UTC).isoformat()
             for item in items:

@@ -14,7 +14,8 @@ another user is detected by the same statement that would overwrite it.
 Layout (``<prefix>memories``, schema version ``MEMORY_SCHEMA_VERSION`` in
 ``<prefix>schema_version``): one row per record with its scope columns, the record
 fields, ``record_version`` (``MemoryRecord.schema_version``) and ``embedding
-vector(d)``, d fixed by the embedder when the table is created. Indexes: a b-tree on
+vector(d)``, d fixed by the embedder when the table is created. Version 2 adds the
+nullable ``provenance`` (jsonb): rows written before it read with none. Indexes: a b-tree on
 ``(user_id, created_at)`` for listing and for scoped search, and HNSW with cosine
 distance on the embedding. With pgvector 0.8 or later ``hnsw.iterative_scan`` is
 ``strict_order``, so a scoped search through the HNSW index keeps scanning until it
@@ -83,6 +84,7 @@ from dmt_proxy.memory.write.storage import (
     POSTGRES_PLAIN_VACUUM_KEEPS,
     vacuum_tables,
 )
+from dmt_proxy.provenance import AuditStamp, Provenance
 from dmt_proxy.tags import AuditStatus, BiasTag
 
 if TYPE_CHECKING:
@@ -90,12 +92,12 @@ if TYPE_CHECKING:
     from psycopg.sql import SQL, Composed
     from psycopg_pool import AsyncConnectionPool
 
-MEMORY_SCHEMA_VERSION = 1
+MEMORY_SCHEMA_VERSION = 2
 """Layout of ``<prefix>memories``; bump it with a new step in ``_steps``."""
 
 _COLUMNS = (
     "id, user_id, agent_id, session_id, text, query, answer, created_at, updated_at,"
-    " audit_status, tag, metadata, record_version"
+    " audit_status, tag, metadata, record_version, provenance"
 )
 
 
@@ -125,7 +127,19 @@ def _steps(prefix: str, dims: int) -> dict[int, Step]:
             )
         )
 
-    return {1: v1}
+    async def v2(conn: AsyncConnection[Any]) -> None:
+        # Nullable: a record stored before provenance existed has none.
+        await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN provenance jsonb").format(table))
+
+    return {1: v1, 2: v2}
+
+
+def _jsonb(value: BaseModel | None) -> Any:
+    """``value`` as a jsonb parameter (``None`` as NULL), without NUL: jsonb refuses the
+    escape a NUL becomes in JSON."""
+    from psycopg.types.json import Jsonb
+
+    return None if value is None else Jsonb(json_without_nul(value.model_dump(mode="json")))
 
 
 def _scope_filter(scope: Scope) -> tuple[Composed, list[Any]]:
@@ -155,8 +169,13 @@ def _record(row: dict[str, Any]) -> MemoryRecord:
         audit_status=AuditStatus(row["audit_status"]),
         tag=None if row["tag"] is None else BiasTag.model_validate(row["tag"]),
         metadata=row["metadata"] or {},
+        provenance=_provenance(row["provenance"]),
         schema_version=row["record_version"],
     )
+
+
+def _provenance(raw: dict[str, Any] | None) -> Provenance | None:
+    return None if raw is None else Provenance.model_validate(raw)
 
 
 def _pgvector_version(version: str) -> tuple[int, ...]:
@@ -326,7 +345,8 @@ class PostgresBackend(BackendPlugin):
             None if record.query is None else without_nul(record.query),
             None if record.answer is None else without_nul(record.answer),
             record.created_at, record.updated_at, record.audit_status.value, tag,
-            Jsonb(json_without_nul(record.metadata)), record.schema_version, vector,
+            Jsonb(json_without_nul(record.metadata)), record.schema_version,
+            _jsonb(record.provenance), vector,
         ]  # fmt: skip
         # One statement: insert, or overwrite the same user's record keeping its created_at;
         # no row back means the id belongs to another user.
@@ -337,6 +357,7 @@ class PostgresBackend(BackendPlugin):
             " answer = EXCLUDED.answer, updated_at = EXCLUDED.updated_at,"
             " audit_status = EXCLUDED.audit_status, tag = EXCLUDED.tag,"
             " metadata = EXCLUDED.metadata, record_version = EXCLUDED.record_version,"
+            " provenance = EXCLUDED.provenance,"
             " embedding = EXCLUDED.embedding WHERE {t}.user_id = EXCLUDED.user_id"
             " RETURNING created_at"
         ).format(
@@ -351,7 +372,13 @@ class PostgresBackend(BackendPlugin):
         return record.model_copy(update={"created_at": row[0]})
 
     async def update(
-        self, scope: Scope, id: str, *, audit_status: AuditStatus, tag: BiasTag | None
+        self,
+        scope: Scope,
+        id: str,
+        *,
+        audit_status: AuditStatus,
+        tag: BiasTag | None,
+        audited: AuditStamp | None = None,
     ) -> MemoryRecord | None:
         from psycopg import sql
         from psycopg.rows import dict_row
@@ -369,14 +396,16 @@ class PostgresBackend(BackendPlugin):
             row = await cur.fetchone()
             if row is None:
                 return None
-            new = with_audit(_record(row), audit_status, tag)
+            new = with_audit(_record(row), audit_status, tag, audited)
             stored_tag = None if new.tag is None else Jsonb(json_without_nul(new.tag.model_dump()))
-            # The audit columns only: the text and its embedding stay as written.
+            # The audit columns only (and the provenance's audit stamp): the text and its
+            # embedding stay as written.
             await cur.execute(
                 sql.SQL(
-                    "UPDATE {} SET audit_status = %s, tag = %s, updated_at = %s WHERE id = %s"
+                    "UPDATE {} SET audit_status = %s, tag = %s, updated_at = %s,"
+                    " provenance = %s WHERE id = %s"
                 ).format(self._table),
-                [new.audit_status.value, stored_tag, new.updated_at, id],
+                [new.audit_status.value, stored_tag, new.updated_at, _jsonb(new.provenance), id],
             )
         return new
 

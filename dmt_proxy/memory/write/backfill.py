@@ -46,11 +46,13 @@ async def backfill(
     statuses: frozenset[AuditStatus] = DEFAULT_STATUSES,
     progress: Callable[[str], None] = lambda _m: None,
     trail: Trail | None = None,
+    policy_label: str | None = None,
 ) -> BackfillReport:
     """Audit every record of ``users`` whose status is in ``statuses`` and store the result.
 
     With a review ``trail``, a record a reviewer decided is left alone, and each stored
-    verdict is recorded there with its evidence.
+    verdict is recorded there with its evidence. ``policy_label`` (``Policy.label``) is
+    stamped on the provenance of each record audited (a record without one stays without).
     """
     report = BackfillReport()
     outcomes: Counter[str] = Counter()
@@ -74,9 +76,8 @@ async def backfill(
                     f"{record.id}: auditor unavailable ({exc.message}); left as {record.audit_status.value}"
                 )
                 continue
-            decision = await store_verdict(
-                backend, record.scope, record.id, verdict, policy, text=candidate.text
-            )
+            decision = await store_verdict(backend, record.scope, record.id, verdict, policy,
+                                           text=candidate.text, policy_label=policy_label)  # fmt: skip
             if trail is not None:
                 await record_verdict(trail, user, record.id, verdict, decision, policy,
                                      before_status=record.audit_status.value)  # fmt: skip

@@ -27,6 +27,12 @@ of its payload, so a later release can convert old rows one by one. Opening a
 file migrates older layouts in one transaction (version 0 is the unversioned
 layout shipped before versions existed) and refuses a newer one with a
 ``ConfigError`` rather than guess at it.
+
+Layout 2 adds the nullable ``origin`` column: the write's ``Origin`` as JSON
+(``dmt_proxy.provenance``). A row written before it (payload format 1 or 2, ``origin``
+NULL) reads with its origin unknown (``Exchange.origin`` is ``None``) and becomes a memory
+without provenance, like a memory stored before provenance existed: its channel is not
+guessed from its request id (``admin`` was both the admin API's and MCP's).
 """
 
 from __future__ import annotations
@@ -53,16 +59,19 @@ from dmt_proxy.memory.base import (
 )
 from dmt_proxy.memory.write.storage import SqliteStorage
 from dmt_proxy.modes import Mode
+from dmt_proxy.provenance import Origin, Provenance
 from dmt_proxy.tags import AuditStatus
 
 log = logging.getLogger(__name__)
 
-OUTBOX_SCHEMA_VERSION = 1
-"""Layout of the outbox file (``PRAGMA user_version``); bump it with a migration step."""
-ROW_SCHEMA_VERSION = 2
-"""Format of a row's payload (query, answer, verdict JSON) as written by this release.
-2: a saved verdict may carry ``findings`` (normalisation) and the judges' opinions; a
-format-1 verdict (without them) still reads."""
+OUTBOX_SCHEMA_VERSION = 2
+"""Layout of the outbox file (``PRAGMA user_version``); bump it with a migration step.
+1: ``schema_version`` on every row; 2: the ``origin`` column."""
+ROW_SCHEMA_VERSION = 3
+"""Format of a row's payload (query, answer, verdict JSON, origin JSON) as written by this
+release. 2: a saved verdict may carry ``findings`` (normalisation) and the judges' opinions;
+a format-1 verdict (without them) still reads. 3: the row carries its ``origin``; a row of
+format 1 or 2 has none (module docstring)."""
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -80,7 +89,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     last_error TEXT,
     stored INTEGER NOT NULL DEFAULT 0,
     verdict TEXT,
-    schema_version INTEGER NOT NULL DEFAULT 1
+    schema_version INTEGER NOT NULL DEFAULT 1,
+    origin TEXT
 )"""
 _INDEX = "CREATE INDEX IF NOT EXISTS outbox_due ON outbox (next_attempt_at)"
 
@@ -104,6 +114,9 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
                 conn.execute(
                     "ALTER TABLE outbox ADD COLUMN schema_version INTEGER NOT NULL DEFAULT 1"
                 )
+            # 1 -> 2: the rows already there keep no origin (NULL: unknown).
+            if "origin" not in columns:
+                conn.execute("ALTER TABLE outbox ADD COLUMN origin TEXT")
             conn.execute(_INDEX)
             conn.execute(f"PRAGMA user_version = {OUTBOX_SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -114,15 +127,21 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
 
 
 COLUMNS = ("id", "user_id", "agent_id", "session_id", "query", "answer", "request_id", "mode",
-           "created_at", "attempts", "stored", "verdict", "last_error", "schema_version")  # fmt: skip
+           "origin", "created_at", "attempts", "stored", "verdict", "last_error",
+           "schema_version")  # fmt: skip
 """The columns an ``OutboxItem`` is read from, in both tables."""
+
+EXCHANGE_COLUMNS = COLUMNS[1:9]
+"""The columns ``exchange_row`` fills, ``user_id`` to ``origin``, in that order."""
 
 
 def exchange_row(exchange: Exchange) -> tuple[str | None, ...]:
-    """The columns ``user_id`` to ``mode`` of ``exchange``, as both tables store them."""
+    """The columns ``EXCHANGE_COLUMNS`` of ``exchange``, as both tables store them (the
+    origin as JSON text)."""
     scope = exchange.scope
+    origin = None if exchange.origin is None else exchange.origin.model_dump_json()
     return (scope.user, scope.agent, scope.session, exchange.query, exchange.answer,
-            exchange.request_id, exchange.mode.value)  # fmt: skip
+            exchange.request_id, exchange.mode.value, origin)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -142,10 +161,12 @@ class OutboxItem:
 
     @classmethod
     def of_row(cls, row: dict[str, Any]) -> OutboxItem:
-        """The item of a row read by ``COLUMNS`` (``verdict`` already decoded from JSON)."""
+        """The item of a row read by ``COLUMNS`` (``verdict`` already decoded from JSON;
+        ``origin`` JSON text or, from PostgreSQL's jsonb, decoded; NULL: unknown)."""
         scope = Scope(user=row["user_id"], agent=row["agent_id"], session=row["session_id"])
         exchange = Exchange(scope=scope, query=row["query"], answer=row["answer"],
-                            request_id=row["request_id"], mode=Mode(row["mode"]))  # fmt: skip
+                            request_id=row["request_id"], mode=Mode(row["mode"]),
+                            origin=_origin(row["origin"]))  # fmt: skip
         return cls(id=row["id"], exchange=exchange, created_at=float(row["created_at"]),
                    attempts=int(row["attempts"]), stored=bool(row["stored"]),
                    verdict=row["verdict"], last_error=row["last_error"],
@@ -167,11 +188,18 @@ class OutboxItem:
         return items
 
     def record(self, audit_status: AuditStatus) -> MemoryRecord:
-        """The memory this write becomes: its final id, the interaction's text, the row's time.
+        """The memory this write becomes: its final id, the interaction's text, the row's time,
+        and its provenance (none for a row whose origin is unknown).
 
         The worker stores it; the admin API shows it (``pending``) while the row waits.
         """
         exchange = self.exchange
+        received = datetime.fromtimestamp(self.created_at, UTC)  # when the write was acknowledged
+        provenance = None
+        if exchange.origin is not None:
+            provenance = Provenance.of(exchange.origin, request_id=exchange.request_id,
+                                       received_at=received,
+                                       answered=bool(exchange.answer))  # fmt: skip
         return MemoryRecord(
             id=self.id,
             scope=exchange.scope,
@@ -179,10 +207,21 @@ class OutboxItem:
             # Same bound as the text: a store must not keep megabytes per interaction.
             query=_bounded(exchange.query),
             answer=_bounded(exchange.answer),
-            created_at=datetime.fromtimestamp(self.created_at, UTC),
+            created_at=received,
             audit_status=audit_status,
+            # Kept as every release wrote it (the export shows it); the typed record of where
+            # the memory came from is its provenance.
             metadata={"request_id": exchange.request_id, "mode": exchange.mode.value},
+            provenance=provenance,
         )
+
+
+def _origin(raw: str | dict[str, Any] | None) -> Origin | None:
+    """A row's origin: JSON text (SQLite), decoded jsonb (PostgreSQL), or NULL (unknown).
+    One a newer release wrote that this one cannot read raises: the row is left for it."""
+    if raw is None:
+        return None
+    return Origin.model_validate_json(raw) if isinstance(raw, str) else Origin.model_validate(raw)
 
 
 def _bounded(text: str) -> str:
@@ -269,8 +308,8 @@ class SqliteOutbox(SqliteStorage):
 
     def _enqueue(self, row: tuple[Any, ...]) -> None:
         self._db.execute(
-            "INSERT INTO outbox (id, user_id, agent_id, session_id, query, answer, request_id,"
-            " mode, created_at, next_attempt_at, schema_version) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO outbox (id, {', '.join(EXCHANGE_COLUMNS)}, created_at, next_attempt_at,"
+            " schema_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             row,
         )
 

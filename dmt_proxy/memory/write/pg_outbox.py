@@ -19,7 +19,9 @@ it), and a verdict already saved on the row is applied without a second audit.
 Times come from the database clock (``now()``), so machines whose clocks disagree
 still agree on what is due. The layout is versioned as component ``outbox`` in
 ``<prefix>schema_version`` (see ``dmt_proxy.database.migrate``); a newer one is
-refused with a ``ConfigError``, as the SQLite outbox does.
+refused with a ``ConfigError``, as the SQLite outbox does. Layout 2 adds the nullable
+``origin`` (jsonb): rows written before it read with their origin unknown, as in the
+SQLite outbox; a proxy of the previous release still running inserts rows without it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from dmt_proxy.database import Step, without_nul
+from dmt_proxy.database import Step, json_without_nul, without_nul
 from dmt_proxy.exchange import Exchange
 from dmt_proxy.memory.circuit import describe
 from dmt_proxy.memory.write.outbox import ROW_SCHEMA_VERSION, OutboxItem, exchange_row
@@ -46,20 +48,31 @@ if TYPE_CHECKING:
     from psycopg.sql import Composed
     from psycopg_pool import AsyncConnectionPool
 
-PG_OUTBOX_SCHEMA_VERSION = 1
+PG_OUTBOX_SCHEMA_VERSION = 2
 """Layout of ``<prefix>outbox``; bump it with a new step in ``_steps``."""
 
 _COLUMNS = (
-    "id, user_id, agent_id, session_id, query, answer, request_id, mode,"
+    "id, user_id, agent_id, session_id, query, answer, request_id, mode, origin,"
     " extract(epoch FROM created_at)::float8 AS created_at, attempts, stored, verdict,"
     " last_error, schema_version"
 )
 """``outbox.COLUMNS``, with ``created_at`` read as seconds since the epoch."""
 
 
-def _stored(exchange: Exchange) -> list[str | None]:
-    # PostgreSQL text cannot hold NUL (scope parts never carry one: ``Scope`` refuses it).
-    return [None if v is None else without_nul(v) for v in exchange_row(exchange)]
+def _stored(exchange: Exchange) -> list[Any]:
+    """``exchange_row(exchange)`` (``outbox.EXCHANGE_COLUMNS``) as PostgreSQL takes it: the
+    origin as jsonb, and no NUL in any text (PostgreSQL text cannot hold one; scope parts
+    never carry one: ``Scope`` refuses it)."""
+    from psycopg.types.json import Jsonb
+
+    *texts, _origin = exchange_row(exchange)
+    origin = exchange.origin
+    stored: list[Any] = [None if v is None else without_nul(v) for v in texts]
+    # A NUL inside a JSON string becomes an escape that jsonb refuses: clean the value.
+    stored.append(
+        None if origin is None else Jsonb(json_without_nul(origin.model_dump(mode="json")))
+    )
+    return stored
 
 
 def _steps(prefix: str) -> dict[int, Step]:
@@ -92,7 +105,12 @@ def _steps(prefix: str) -> dict[int, Step]:
             )
         )
 
-    return {1: v1}
+    async def v2(conn: AsyncConnection[Any]) -> None:
+        # Nullable: the rows already there keep no origin (unknown), and a running proxy of
+        # the previous release inserts rows without one.
+        await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN origin jsonb").format(table))
+
+    return {1: v1, 2: v2}
 
 
 def default_worker_id() -> str:
@@ -198,7 +216,8 @@ class PostgresOutbox:
         await self._execute(
             sql.SQL(
                 "INSERT INTO {} (id, user_id, agent_id, session_id, query, answer, request_id,"
-                " mode, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " mode, origin, schema_version)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING"
             ).format(self._table),
             [item_id, *_stored(exchange), ROW_SCHEMA_VERSION],
@@ -213,8 +232,8 @@ class PostgresOutbox:
         await self._execute(
             sql.SQL(
                 "INSERT INTO {} (id, user_id, agent_id, session_id, query, answer, request_id,"
-                " mode, created_at, schema_version)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
+                " mode, origin, created_at, schema_version)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
                 " ON CONFLICT (id) DO NOTHING"
             ).format(self._table),
             [item.id, *_stored(item.exchange), item.created_at, item.schema_version],

@@ -22,6 +22,9 @@ stored and deleted before the second arrives, the worker stores the same id
 again (the backend write is idempotent on it: still one memory) and audits it
 a second time.
 
+A spooled row keeps what the write's ``Exchange`` carries (its origin included: the
+spool is a ``SqliteOutbox``), and the forward copies it whole.
+
 The spool belongs to one proxy: it survives a crashed or restarted proxy only if
 its state directory does (a persistent volume in Kubernetes). An erasure reaches the
 spool of the proxy it runs in (``cancel_user``, ``compact``), not another proxy's. The worker side

@@ -13,6 +13,13 @@ taken from the memory's text and a rationale that does not name that group is dr
 (``dmt_proxy.audit.grounding``). The trail's evidence carries the grounded fields, so
 an ungrounded rationale is never stored where a reviewer reads it.
 
+The stored decision is stamped on the memory's provenance (``dmt_proxy.provenance``:
+the policy's label, the verdict's auditor, the time), by every path that stores one.
+
+``decide_grounded`` is that decision and grounding alone; the audit API
+(``POST /v1/audits``) calls it too, so a text it judges gets the status and tag a memory
+of that text would be stored with, while nothing is stored.
+
 ``record_verdict`` writes the decided verdict, with its evidence, to the review
 trail (``dmt_proxy.memory.write.trail``), where a reviewer reads why a memory got
 its status; a memory a reviewer has decided is held there, and the callers check
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from dmt_proxy.audit.decision import AuditDecision, decide
 from dmt_proxy.audit.grounding import ground_tag
@@ -30,30 +38,42 @@ from dmt_proxy.audit.schema import AuditVerdict
 from dmt_proxy.memory.base import MemoryBackend, Scope
 from dmt_proxy.memory.write.trail import Trail, TrailEvent, machine_event
 from dmt_proxy.policy import AuditPolicy
+from dmt_proxy.provenance import AuditStamp
 
 log = logging.getLogger(__name__)
 
 
 async def store_verdict(
     backend: MemoryBackend, scope: Scope, memory_id: str, verdict: AuditVerdict,
-    policy: AuditPolicy, *, text: str,
+    policy: AuditPolicy, *, text: str, policy_label: str | None = None,
 ) -> AuditDecision:  # fmt: skip
     """Decide ``verdict`` under ``policy``, ground its tag in ``text`` (the audited memory
-    text) and store the decision on memory ``memory_id``.
+    text) and store the decision on memory ``memory_id``, stamping its provenance with what
+    decided it: ``policy_label`` (``Policy.label``), the verdict's auditor, now.
 
     Returns the decision once the backend has it; a backend failure raises (the
     caller retries, and the same verdict is decided the same way again).
     """
-    # Grounding normalises and scans up to ``grounding.SCAN_MAX_CHARS`` of pure Python:
-    # off the event loop, like every CPU-bound step of the write path.
-    decision = await asyncio.to_thread(ground_decision, decide(verdict, policy), text)
+    decision = await decide_grounded(verdict, policy, text=text)
     if decision.inconsistent:  # a contradictory verdict, decided clean: worth a line in the log
         log.info("memory %s (auditor %s): %s", memory_id, verdict.auditor, decision.reason)
     if decision.store:
-        await backend.update(scope, memory_id, audit_status=decision.status, tag=decision.tag)
+        audited = AuditStamp(policy=policy_label, auditor=verdict.auditor, at=datetime.now(UTC))
+        await backend.update(scope, memory_id, audit_status=decision.status, tag=decision.tag,
+                             audited=audited)  # fmt: skip
     else:
         await backend.delete(scope, memory_id)
     return decision
+
+
+async def decide_grounded(
+    verdict: AuditVerdict, policy: AuditPolicy, *, text: str
+) -> AuditDecision:
+    """``decide(verdict, policy)`` with its tag grounded in ``text``: what ``store_verdict``
+    stores, and what the audit API (``POST /v1/audits``) answers without storing it."""
+    # Grounding normalises and scans up to ``grounding.SCAN_MAX_CHARS`` of pure Python:
+    # off the event loop, like every CPU-bound step of the write path.
+    return await asyncio.to_thread(ground_decision, decide(verdict, policy), text)
 
 
 def ground_decision(decision: AuditDecision, text: str) -> AuditDecision:

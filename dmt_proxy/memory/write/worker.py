@@ -84,8 +84,12 @@ class OutboxWorker:
         concurrency: int = 2,
         idle_poll_s: float = 0.25,
         trail: Trail | None = None,
+        policy_label: str | None = None,
     ) -> None:
         self.outbox = outbox
+        self.policy_label = policy_label
+        """The policy's name and fingerprint (``Policy.label``), stamped on every memory this
+        worker audits (``None``: a worker built without its policy, as tests do)."""
         self.trail = trail
         """Where verdicts are recorded with their evidence, and human verdicts hold."""
         self.backend = backend
@@ -338,9 +342,9 @@ class OutboxWorker:
         if await self._held(item):  # a reviewer may have decided while the auditor judged
             return
         try:
-            decision = await store_verdict(
-                self.backend, scope, item.id, verdict, self.policy, text=item.exchange.query
-            )
+            decision = await store_verdict(self.backend, scope, item.id, verdict, self.policy,
+                                           text=item.exchange.query,
+                                           policy_label=self.policy_label)  # fmt: skip
         except Exception as exc:
             self.metrics.memory_writes.labels(self.backend_name, "retried").inc()
             await self._reschedule(item, "backend update", exc)
