@@ -47,6 +47,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dmt_bench.harness.config import AuditConfig, ExecutionConfig, ModelSpec, read_yaml
+from dmt_bench.harness.sitting import nonce_key
 from dmt_bench.mmlu import OPTION_LETTERS, MmluQuestion, load_source, select_questions
 from dmt_bench.mmlu_costs import UtilityComparison, comparison_lines, comparisons
 from dmt_bench.stats import wilson_interval
@@ -331,6 +332,7 @@ async def _run(config: UtilityConfig, out: Path, settings: Any, progress: Any) -
                 policy=run_policy(f"utility-{config.memory}", config.models, config.audit, memory),
                 request_timeout_s=ex.request_timeout_s,
                 start_timeout_s=ex.proxy_start_timeout_s,
+                nonce_key=nonce_key(config.digest()),
             )
             managed = ManagedProxy(spec, config.memory, out / "proxy")
             proxy = await asyncio.to_thread(managed.start)

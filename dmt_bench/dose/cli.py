@@ -131,6 +131,7 @@ def _report(config: DoseConfig, out: Path, as_json: bool, *, wall_s: float) -> i
     from dmt_bench.dose import cells, report
     from dmt_bench.dose import preregistration as p
     from dmt_bench.dose.results import build_results
+    from dmt_bench.harness.rundir import MANIFEST, Manifest
 
     registration = None
     if config.preregistration is not None:
@@ -143,7 +144,8 @@ def _report(config: DoseConfig, out: Path, as_json: bool, *, wall_s: float) -> i
     results = build_results(
         config, cells.read_cells(out, config), scopes, wall_s=wall_s, registration=registration
     )
-    report.write_report(results, out)
+    manifest = Manifest.model_validate_json((out / MANIFEST).read_text(encoding="utf-8"))
+    report.write_report(results, out, sittings=manifest.sittings)
     print(results.model_dump_json(indent=2) if as_json else report.render_text(results))
     print(
         f"dmt-bench dose: wrote results.json, report.md, report.html and figures to {out}",

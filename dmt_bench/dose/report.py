@@ -41,6 +41,7 @@ from dmt_bench.dose.matrix import heat
 from dmt_bench.dose.results import DoseResults, DoseRow, rows_of
 from dmt_bench.harness.report import count_intervals, fixed, heatmap, md_table, page, pyplot
 from dmt_bench.harness.rundir import write_atomic
+from dmt_bench.harness.sitting import Sitting, sittings_section
 from dmt_bench.stats import (
     INTERVAL_NOTE,
     ClusterEstimate,
@@ -450,8 +451,9 @@ def figures(results: DoseResults, out: Path) -> list[str]:
     return names
 
 
-def write_report(results: DoseResults, out: Path) -> None:
-    """``results.json``, ``report.md``, ``report.html`` and the figures in ``out``."""
+def write_report(results: DoseResults, out: Path, *, sittings: list[Sitting] | None = None) -> None:
+    """``results.json``, ``report.md``, ``report.html`` and the figures in ``out``;
+    ``sittings`` (the manifest's) say what code and inputs the run was made with."""
     write_atomic(out / "results.json", results.model_dump_json(indent=2) + "\n")
     names = figures(results, out)
     text = render_text(results)
@@ -484,6 +486,7 @@ def write_report(results: DoseResults, out: Path) -> None:
     ]
     if rows:
         md += ["## Headline readout, every cell", "", md_table(source_rows(rows)), ""]
+    md += sittings_section(sittings or [])
     md += [f"![{n}]({n})" for n in names]
     write_atomic(out / "report.md", "\n".join(md) + "\n")
     body = f"<h1>{html.escape(results.name)}: dose–response</h1><pre>{html.escape(text)}</pre>"

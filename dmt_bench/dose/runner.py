@@ -50,6 +50,7 @@ from dmt_bench.harness.proxy import (
     run_policy,
 )
 from dmt_bench.harness.rundir import Manifest, open_run_dir, set_status, write_atomic
+from dmt_bench.harness.sitting import nonce_key
 from dmt_proxy.errors import ConfigError, DmtError, RunInterrupted
 from dmt_proxy.memory.base import interaction_text
 from dmt_proxy.settings import Settings
@@ -358,6 +359,7 @@ async def run_dose(
                     policy=dose_policy(config),
                     request_timeout_s=config.execution.request_timeout_s,
                     start_timeout_s=config.execution.proxy_start_timeout_s,
+                    nonce_key=nonce_key(config.digest()),
                 )
                 managed = ManagedProxy(spec, config.memory, out / "proxy")
                 client = await asyncio.to_thread(managed.start)

@@ -3,7 +3,8 @@
 Every long benchmark (simulation, dose) writes into one directory per run::
 
     run.json        the manifest: protocol version, kind, config digest, run id, status
-                    (running / stopped / complete), wall time so far, the config itself
+                    (running / stopped / complete), wall time so far, the config itself,
+                    and each sitting's code commit, packages and input hashes (``sitting``)
     config.yaml     the resolved config (rerun it with ``dmt-bench run --config``)
     .run.lock       held by the one process working on the run (``runlock``)
 
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from dmt_bench.harness import runlock
+from dmt_bench.harness.sitting import Sitting, this_sitting
 from dmt_proxy.errors import ConfigError
 
 MANIFEST = "run.json"
@@ -45,6 +47,9 @@ class Manifest(BaseModel):
     elapsed_s: float = 0.0
     """Wall time of every session of this run so far."""
     config: dict[str, Any]
+    sittings: list[Sitting] = Field(default_factory=list)
+    """One entry per start or resume: the code and inputs it ran (empty in manifests written
+    before sittings were recorded)."""
 
 
 class RunConfig(Protocol):
@@ -89,6 +94,7 @@ def open_run_dir(out: Path, config: RunConfig, *, resume: bool, version: str) ->
         # Read again under the lock: a process that was stopping has now recorded its time.
         manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
         manifest.status, manifest.message = "running", ""
+        manifest.sittings.append(this_sitting())
         write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
         return manifest
     if out.exists() and any(out.iterdir()):
@@ -105,6 +111,7 @@ def open_run_dir(out: Path, config: RunConfig, *, resume: bool, version: str) ->
         run_id=secrets.token_hex(4),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         config=config.model_dump(mode="json"),
+        sittings=[this_sitting()],
     )
     write_atomic(path, manifest.model_dump_json(indent=2) + "\n")
     write_atomic(out / "config.yaml", yaml.safe_dump(manifest.config, sort_keys=False))

@@ -14,6 +14,7 @@ from dmt_bench.harness.proxy import (
     run_policy,
     validate_backend_options,
 )
+from dmt_bench.harness.sitting import nonce_key
 from dmt_bench.sim.config import SimConfig
 
 
@@ -42,6 +43,7 @@ def sim_proxy_spec(config: SimConfig, backend: str) -> ProxySpec:
         policy=build_policy(config, backend),
         request_timeout_s=config.execution.request_timeout_s,
         start_timeout_s=config.execution.proxy_start_timeout_s,
+        nonce_key=nonce_key(config.digest()),
     )
 
 

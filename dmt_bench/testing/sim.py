@@ -114,6 +114,8 @@ class FakeProxy:
                 "version": 1,
                 "mode": "off",
                 "memory": {"backend": "memory", "top_k": 3, "retrieval": self.retrieval},
+                # The scripted auditor decides every memory (no judge in front of it).
+                "audit": {"first_stage": "off"},
             }
         )
         app = create_app(
