@@ -48,7 +48,7 @@ from dmt_proxy.policy import Policy
 from dmt_proxy.settings import Settings
 from dmt_proxy.tags import AuditStatus
 from dmt_proxy.upstream.base import ChatModel
-from dmt_proxy.upstream.factory import open_upstream
+from dmt_proxy.upstream.factory import Upstream, open_upstream
 from dmt_proxy.upstream.models import ModelRegistry
 
 PROBE_SCOPE = Scope(user="dmt-circuit-probe")
@@ -233,6 +233,32 @@ async def build_trail(
     return await PostgresTrail.open(url, prefix=_prefix(database))
 
 
+@asynccontextmanager
+async def _opened_store(
+    settings: Settings, policy: Policy, chat: ChatModel | None
+) -> AsyncIterator[tuple[Upstream, MemoryBackend]]:
+    """The policy's upstream and store, opened directly by a command (``audit-backfill``,
+    ``erase``, ``export``); a store that will not open is a ``ConfigError`` that asks
+    whether a proxy holds the state directory. Both are closed on the way out."""
+    upstream = await open_upstream(settings, policy, chat=chat)
+    try:
+        try:
+            backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: "
+                f"{exc}. Is a proxy running on this state directory? Stop it first."
+            ) from exc
+        try:
+            yield upstream, backend
+        finally:
+            await backend.close()
+    finally:
+        await upstream.aclose()
+
+
 async def backfill_store(
     settings: Settings,
     policy: Policy,
@@ -247,31 +273,16 @@ async def backfill_store(
     The store is opened directly, so no proxy may run on the same state directory
     (Qdrant's local mode allows one client). ``chat`` replaces the production chat model, as in ``create_app``.
     """
-    upstream = await open_upstream(settings, policy, chat=chat)
-    try:
+    async with _opened_store(settings, policy, chat) as (upstream, backend):
+        chosen = list(users) or await _all_users(backend, policy.memory.backend)
+        auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
+        trail = await build_trail(settings, policy, backend=type(backend))
         try:
-            backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: "
-                f"{exc}. Is a proxy running on this state directory? Stop it first."
-            ) from exc
-        try:
-            chosen = list(users) or await _all_users(backend, policy.memory.backend)
-            auditor = build_audit_pipeline(policy, upstream.registry, upstream.chat)
-            trail = await build_trail(settings, policy, backend=type(backend))
-            try:
-                return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
-                                      progress=progress, trail=trail,
-                                      policy_label=policy.label)  # fmt: skip
-            finally:
-                await trail.aclose()
+            return await backfill(backend, auditor, policy.audit, chosen, statuses=statuses,
+                                  progress=progress, trail=trail,
+                                  policy_label=policy.label)  # fmt: skip
         finally:
-            await backend.close()
-    finally:
-        await upstream.aclose()
+            await trail.aclose()
 
 
 async def export_reviews(
@@ -301,33 +312,18 @@ async def _stores(
     ``backfill_store``, no proxy may run on the same state directory with SQLite or mem0."""
     if policy.memory.backend == "none":
         raise ConfigError("the policy turns memory off (memory.backend: none): nothing is held")
-    upstream = await open_upstream(settings, policy, chat=chat)
-    try:
+    async with _opened_store(settings, policy, chat) as (_upstream, backend):
+        # This process drains nothing: the outbox is opened to read and cancel rows.
+        outbox = await build_outbox(settings.model_copy(update={"worker": True}), policy,
+                                    backend=type(backend))  # fmt: skip
         try:
-            backend = await open_policy_backend(settings, policy, upstream.registry, upstream.chat)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"cannot open the {policy.memory.backend} store under {settings.state_dir}: "
-                f"{exc}. Is a proxy running on this state directory? Stop it first."
-            ) from exc
-        try:
-            # This process drains nothing: the outbox is opened to read and cancel rows.
-            outbox = await build_outbox(settings.model_copy(update={"worker": True}), policy,
-                                        backend=type(backend))  # fmt: skip
+            trail = await build_trail(settings, policy, backend=type(backend))
             try:
-                trail = await build_trail(settings, policy, backend=type(backend))
-                try:
-                    yield backend, outbox, trail
-                finally:
-                    await trail.aclose()
+                yield backend, outbox, trail
             finally:
-                await outbox.aclose()
+                await trail.aclose()
         finally:
-            await backend.close()
-    finally:
-        await upstream.aclose()
+            await outbox.aclose()
 
 
 async def erase_stored_user(
